@@ -1,0 +1,21 @@
+# fdabench workflow: data -> partitions -> one training job per cell -> tables and figures.
+# Usage: snakemake --cores 8 results/table1.csv     (or `snakemake --cores 8` for every table and figure)
+
+from snakemake.utils import min_version
+
+min_version("8.10")
+
+
+configfile: "params.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        suite_outputs(),

@@ -1,0 +1,58 @@
+"""The cell result file: the only thing tables and figures read.
+
+Keys (format "fdabench.cell/1"):
+  format, status ("complete"), cell {suite, experiment, dataset, method, algorithm, target, seed},
+  config (the fully resolved configuration), metric ("accuracy" | "mse"), higher_is_better,
+  final (mean of `metric` over the last `final_rounds` rounds), final_rounds,
+  rounds [{round, phase ("warmup" | "fda"), <metric>, loss, bytes_uplink, bytes_downlink, seconds, ...
+          method-specific logs such as betas and estimates}],
+  bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters),
+  wall_seconds, train_seconds, device, threads, partition_hash, versions {fdabench, torch, python}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+FORMAT = "fdabench.cell/1"
+CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")
+
+
+class IncompleteCellError(ValueError):
+    pass
+
+
+def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int) -> dict[str, Any]:
+    """The cell's headline numbers from the per-round history."""
+    rounds = history["rounds"]
+    metric = history["metric"]
+    last = [record[metric] for record in rounds[-final_rounds:]]
+    uplink = sum(record["bytes_uplink"] for record in rounds)
+    downlink = sum(record["bytes_downlink"] for record in rounds)
+    return {
+        "format": FORMAT,
+        "status": "complete",
+        "cell": {key: config[key] for key in CELL_KEYS},
+        "config": config,
+        "metric": metric,
+        "higher_is_better": metric != "mse",
+        "final": sum(last) / len(last),
+        "final_rounds": len(last),
+        "rounds": rounds,
+        "bytes": {"uplink_total": uplink, "downlink_total": downlink, "per_round_mean": (uplink + downlink) / len(rounds)},
+        "model_size": history["model_size"],
+    }
+
+
+def read_cell(path: str | Path) -> dict[str, Any]:
+    """Read a finished cell; refuse anything that is not a complete cell of this format."""
+    from fdabench.io import read_json
+
+    try:
+        payload = read_json(path)
+    except (OSError, ValueError) as error:
+        raise IncompleteCellError(f"{path}: not a readable cell result ({error})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("status") != "complete":
+        raise IncompleteCellError(f"{path}: not a complete {FORMAT} result; rerun its training job")
+    return payload

@@ -1,0 +1,274 @@
+"""`fdabench` command line: the entry points the Snakemake rules call (imports are deferred so that
+data jobs never load torch and every `--help` answers at once)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def _json_argument(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from fdabench.config import load_params
+
+    params = load_params(args.params)
+    cells = list(params.cells())
+    print(f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, {len(cells)} cells")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from fdabench.config import params_schema
+    from fdabench.io import write_text_atomic
+
+    text = json.dumps(params_schema(), indent=2) + "\n"
+    if args.output:
+        write_text_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_cells(args: argparse.Namespace) -> int:
+    from fdabench.config import load_params
+
+    for cell in load_params(args.params).cells():
+        print(cell.path)
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from fdabench.data import get_dataset
+
+    source = get_dataset(args.dataset)
+    options = {**source.default_options, **(args.options or {})}
+    started = time.perf_counter()
+    prepared = source.prepare(options, mirror=args.mirror)
+    prepared.save(args.output)
+    sizes = ", ".join(f"{name}: {len(arrays.y)}" for name, arrays in prepared.domains.items())
+    print(f"prepared {args.dataset} ({sizes}) in {time.perf_counter() - started:.1f}s -> {args.output}")
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    from fdabench.data import PreparedDataset, get_dataset, get_partitioner
+    from fdabench.io import write_json_atomic
+
+    prepared = PreparedDataset.load(args.prepared)
+    source = get_dataset(prepared.name)
+    options = {**source.default_partition, **(args.options or {})}
+    partition = get_partitioner(source.partitioner).split(prepared, args.target, args.seed, options)
+    payload = partition.to_json(prepared)
+    write_json_atomic(args.output, payload)
+    counts = ", ".join(f"{c['name']}: {c['count']}" for c in payload["clients"])
+    print(f"partition {prepared.name} target {args.target} seed {args.seed}: {counts} -> {args.output}")
+    return 0
+
+
+def resolve_device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("device: cuda was requested but CUDA is not available")
+    return torch.device(name)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    import platform
+
+    import torch
+
+    from fdabench import __version__
+    from fdabench.cells import summarise
+    from fdabench.data import Partition, PreparedDataset
+    from fdabench.federation.problem import build_problem
+    from fdabench.federation.settings import TrainSettings
+    from fdabench.io import read_json, write_json_atomic
+    from fdabench.methods import get_method
+
+    started = time.perf_counter()
+    config = args.cell
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device or config.get("device", "auto"))
+    if device.type == "cuda":
+        # CPU kernels are deterministic already; this call imports torch's compiler stack (~3 s), so
+        # it is made only where it matters.
+        torch.use_deterministic_algorithms(True)
+    partition_payload = read_json(args.partition)
+    prepared = PreparedDataset.load(args.prepared)
+    partition = Partition.from_json(partition_payload)
+    if (partition.target, partition.seed) != (config["target"], config["seed"]):
+        raise SystemExit(f"partition {args.partition} is for target {partition.target} seed {partition.seed}, not this cell")
+    problem = build_problem(prepared, partition, device)
+    settings = TrainSettings.from_dict(config["train"])
+    method = get_method(config["algorithm"], config["hparams"])
+    label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+    with _RoundProgress(label) as on_round:
+        train_started = time.perf_counter()
+        history = method.run(problem, settings, config["seed"], device, on_round=on_round)
+        train_seconds = time.perf_counter() - train_started
+    result = summarise(config, history, settings.final_rounds)
+    result.update(
+        {
+            "wall_seconds": time.perf_counter() - started,
+            "train_seconds": train_seconds,
+            "device": str(device),
+            "threads": args.threads,
+            "partition_hash": partition_payload["content_hash"],
+            "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        }
+    )
+    write_json_atomic(args.output, result)
+    print(f"{label}: final {result['metric']} {result['final']:.4f} ({train_seconds:.1f}s training) -> {args.output}")
+    return 0
+
+
+class _RoundProgress:
+    """A rich progress bar on a terminal; a line every 10 rounds otherwise (Snakemake log files)."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.progress = None
+        self.task = None
+
+    def __enter__(self):
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"), TimeRemainingColumn(), transient=True)
+            self.progress.__enter__()
+        return self.update
+
+    def update(self, record: dict[str, Any], total: int) -> None:
+        metric = "accuracy" if "accuracy" in record else "mse"
+        status = f"{metric} {record[metric]:.4f}"
+        if self.progress is not None:
+            if self.task is None:
+                self.task = self.progress.add_task(self.label, total=total, status=status)
+            self.progress.update(self.task, completed=record["round"] + 1, status=status)
+        elif (record["round"] + 1) % 10 == 0 or record["round"] + 1 == total:
+            print(f"{self.label}: round {record['round'] + 1}/{total} {status}", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+        return False
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from fdabench.io import write_json_atomic, write_text_atomic
+    from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table
+
+    tidy = tidy_table(cells_frame(args.cells))
+    if args.csv:
+        write_text_atomic(args.csv, tidy.to_csv(index=False, float_format="%.6g"))
+    if args.md:
+        write_text_atomic(args.md, markdown_table(tidy, args.title))
+    if args.json:
+        write_json_atomic(args.json, table_json(tidy))
+    if not (args.csv or args.md or args.json):
+        print(markdown_table(tidy, args.title))
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    from fdabench.report.figures import plot_rounds
+
+    if args.kind == "rounds":
+        plot_rounds(args.cells, args.output, args.title)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="validate params.yaml and count its cells")
+    p.add_argument("--params", default="params.yaml")
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("schema", help="print (or write) the JSON schema of params.yaml")
+    p.add_argument("--output", help="write here instead of printing")
+    p.set_defaults(handler=cmd_schema)
+
+    p = sub.add_parser("cells", help="list the cell result paths of the active suite")
+    p.add_argument("--params", default="params.yaml")
+    p.set_defaults(handler=cmd_cells)
+
+    p = sub.add_parser("prepare", help="build a dataset's domains (embedded, generated or from raw files)")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
+    p.add_argument("--mirror", help="local mirror directory of raw datasets")
+    p.add_argument("--output", required=True, help="the prepared .npz file")
+    p.set_defaults(handler=cmd_prepare)
+
+    p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
+    p.add_argument("--prepared", required=True)
+    p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--options", type=_json_argument, help="partitioner options as JSON (defaults fill the rest)")
+    p.add_argument("--output", required=True, help="the partition JSON (indices and manifest)")
+    p.set_defaults(handler=cmd_partition)
+
+    p = sub.add_parser("train", help="run one cell and write its result JSON")
+    p.add_argument("--cell", type=_json_argument, required=True, help="the resolved cell configuration (JSON)")
+    p.add_argument("--prepared", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
+    p.set_defaults(handler=cmd_train)
+
+    p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--csv")
+    p.add_argument("--md")
+    p.add_argument("--json")
+    p.add_argument("--title")
+    p.set_defaults(handler=cmd_table)
+
+    p = sub.add_parser("figure", help="plot cells")
+    p.add_argument("kind", choices=["rounds"], help="rounds: target metric per round, per target and method")
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--output", required=True)
+    p.add_argument("--title")
+    p.set_defaults(handler=cmd_figure)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from fdabench.config import ParamsError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.command == "train":
+        from fdabench import forkserver
+
+        if forkserver.enabled():
+            code = forkserver.run(argv)
+            if code is not None:
+                return code
+    try:
+        return args.handler(args)
+    except ParamsError as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

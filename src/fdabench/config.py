@@ -1,0 +1,374 @@
+"""params.yaml: its schema (built from the registries), validation with clear messages, and resolution
+into cells — one (suite, experiment, method, target, seed) each, with every setting spelled out."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
+NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
+MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"
+
+
+class ParamsError(ValueError):
+    """params.yaml is invalid; the message lists every problem with its key and the allowed values."""
+
+
+def _name(description: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": NAME_PATTERN, "description": description}
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None, description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def params_schema() -> dict[str, Any]:
+    """The JSON schema of params.yaml; registered names (datasets, methods, models) are enums."""
+    from fdabench.data import DATASETS
+    from fdabench.federation.settings import TRAIN_SCHEMA
+    from fdabench.methods import METHODS
+    from fdabench.models import MODELS
+
+    train = _object({**TRAIN_SCHEMA, "model": {"enum": MODELS.names(), "description": "model registry name"}},
+                    description="training settings; unset keys take the dataset's defaults")
+    name_list = {"type": "array", "items": _name("a name"), "minItems": 1, "uniqueItems": True}
+    seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True}
+    experiment = _object(
+        {
+            "dataset": {"enum": DATASETS.names(), "description": "dataset registry name"},
+            "targets": {"oneOf": [{"const": "all"}, name_list], "description": "target domains, or 'all'"},
+            "methods": {**name_list, "description": "method variants (keys of `methods`) or registered methods"},
+            "seeds": seeds,
+            "partition": {"type": "object", "description": "partitioner options; unset keys take the dataset's defaults"},
+            "train": train,
+        },
+        required=["dataset"],
+    )
+    table = _object(
+        {
+            "experiments": {**name_list, "description": "experiments of this suite shown in the table"},
+            "title": {"type": "string"},
+        },
+        required=["experiments"],
+    )
+    suite = _object(
+        {
+            "seeds": seeds,
+            "methods": {**name_list, "description": "default methods of the suite's experiments"},
+            "train": train,
+            "experiments": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": experiment, "minProperties": 1},
+            "tables": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": table},
+        },
+        required=["experiments"],
+    )
+    dataset_options = {
+        name: _object(copy.deepcopy(source.options_schema), description=f"options of {name}")
+        for name, source in DATASETS.items()
+    }
+    method_variant = {
+        "type": "object",
+        "properties": {"algorithm": {"enum": METHODS.names(), "description": "registered method (default: the variant's name)"}},
+        "description": "hyper-parameters of the algorithm (checked against its own schema)",
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fdabench params.yaml",
+        **_object(
+            {
+                "suite": _name("the suite that snakemake and dvc build"),
+                "device": {"enum": ["auto", "cpu", "cuda"], "description": "auto = CUDA when available, else CPU"},
+                "threads_per_cell": {"type": "integer", "minimum": 1, "description": "CPU threads of one training job"},
+                "data": _object(
+                    {
+                        "root": {"type": "string", "description": "where prepared data and partitions are written"},
+                        "mirror": {"type": ["string", "null"], "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})"},
+                    }
+                ),
+                "datasets": _object(dataset_options, description="per-dataset options; unset keys take the dataset's defaults"),
+                "methods": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": method_variant},
+                "suites": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": suite, "minProperties": 1},
+            },
+            required=["suite", "suites"],
+        ),
+    }
+
+
+def _path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _format_schema_error(error, prefix: tuple = ()) -> str:
+    where = _path([*prefix, *error.absolute_path])
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unexpected = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        return f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; allowed keys: {', '.join(allowed) or '(none)'}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "pattern" or (error.validator == "propertyNames"):
+        return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
+    if error.validator == "type":
+        return f"{where}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+    if error.validator == "oneOf" and where.endswith("targets"):
+        return f"{where}: {error.instance!r} must be 'all' or a list of target names ({NAME_RULE})"
+    return f"{where}: {error.message}"
+
+
+def _schema_errors(instance: Any, schema: dict[str, Any], prefix: tuple = ()) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_format_schema_error(error, prefix) for error in errors]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training job: its identity and its fully resolved configuration."""
+
+    suite: str
+    experiment: str
+    method: str
+    target: str
+    seed: int
+    config: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        return cell_path(self.suite, self.experiment, self.method, self.target, self.seed)
+
+
+def cell_path(suite: str, experiment: str, method: str, target: str, seed: int | str) -> str:
+    return f"results/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.json"
+
+
+class Params:
+    """Validated params.yaml with helpers that resolve experiments, methods and cells."""
+
+    def __init__(self, raw: dict[str, Any]):
+        self.raw = raw
+        self.suite_name: str = raw["suite"]
+        self.suite: dict[str, Any] = raw["suites"][self.suite_name]
+        self.device: str = raw.get("device", "auto")
+        self.threads_per_cell: int = raw.get("threads_per_cell", 1)
+        data = raw.get("data") or {}
+        self.data_root: str = data.get("root", "data")
+        self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
+
+    # -- datasets ---------------------------------------------------------------------------------
+    def dataset_options(self, dataset: str) -> dict[str, Any]:
+        from fdabench.data import get_dataset
+
+        source = get_dataset(dataset)
+        return {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
+
+    def prepared_path(self, dataset: str) -> str:
+        return f"{self.data_root}/prepared/{dataset}.npz"
+
+    def datasets_in_suite(self) -> list[str]:
+        return sorted({exp["dataset"] for exp in self.suite["experiments"].values()})
+
+    # -- experiments ------------------------------------------------------------------------------
+    def experiment(self, name: str) -> dict[str, Any]:
+        return self.suite["experiments"][name]
+
+    def experiment_names(self) -> list[str]:
+        return list(self.suite["experiments"])
+
+    def partition_options(self, experiment: str) -> dict[str, Any]:
+        from fdabench.data import get_dataset
+
+        exp = self.experiment(experiment)
+        return {**copy.deepcopy(get_dataset(exp["dataset"]).default_partition), **exp.get("partition", {})}
+
+    def partition_path(self, experiment: str, target: str, seed: int | str) -> str:
+        return f"{self.data_root}/partitions/{self.suite_name}/{experiment}/{target}/seed{seed}.json"
+
+    def targets(self, experiment: str) -> list[str]:
+        from fdabench.data import get_dataset
+
+        exp = self.experiment(experiment)
+        targets = exp.get("targets", "all")
+        if targets == "all":
+            return get_dataset(exp["dataset"]).target_names(self.partition_options(experiment))
+        return list(targets)
+
+    def seeds(self, experiment: str) -> list[int]:
+        return list(self.experiment(experiment).get("seeds", self.suite.get("seeds", [0])))
+
+    def methods(self, experiment: str) -> list[str]:
+        return list(self.experiment(experiment).get("methods", self.suite.get("methods", [])))
+
+    def train_settings(self, experiment: str) -> dict[str, Any]:
+        from fdabench.data import get_dataset
+        from fdabench.federation.settings import OPTIONAL_DEFAULTS
+
+        exp = self.experiment(experiment)
+        merged = {**OPTIONAL_DEFAULTS, **copy.deepcopy(get_dataset(exp["dataset"]).default_train)}
+        merged.update(self.suite.get("train", {}))
+        merged.update(exp.get("train", {}))
+        return merged
+
+    # -- methods ----------------------------------------------------------------------------------
+    def method_variant(self, name: str) -> tuple[str, dict[str, Any]]:
+        """(algorithm, complete hyper-parameters) of a method variant or a registered method."""
+        from fdabench.methods import METHODS
+
+        variant = dict((self.raw.get("methods") or {}).get(name, {}))
+        algorithm = variant.pop("algorithm", name)
+        method_class = METHODS.get(algorithm)
+        return algorithm, {**copy.deepcopy(method_class.default_hparams), **variant}
+
+    # -- cells ------------------------------------------------------------------------------------
+    def cells(self, experiments: list[str] | None = None) -> Iterator[Cell]:
+        for experiment in experiments or self.experiment_names():
+            for method in self.methods(experiment):
+                for target in self.targets(experiment):
+                    for seed in self.seeds(experiment):
+                        yield self.cell(experiment, method, target, seed)
+
+    def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
+        exp = self.experiment(experiment)
+        algorithm, hparams = self.method_variant(method)
+        config = {
+            "suite": self.suite_name,
+            "experiment": experiment,
+            "dataset": exp["dataset"],
+            "method": method,
+            "algorithm": algorithm,
+            "hparams": hparams,
+            "target": target,
+            "seed": int(seed),
+            "dataset_options": self.dataset_options(exp["dataset"]),
+            "partition": self.partition_options(experiment),
+            "train": self.train_settings(experiment),
+            "device": self.device,
+        }
+        return Cell(self.suite_name, experiment, method, target, int(seed), config)
+
+    def tables(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("tables") or {})
+
+
+def validate_params(raw: Any) -> Params:
+    """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
+    if not isinstance(raw, dict):
+        raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
+    problems = _schema_errors(raw, params_schema())
+    if problems:
+        raise ParamsError(_report(problems))
+    problems = _semantic_errors(raw)
+    if problems:
+        raise ParamsError(_report(problems))
+    return Params(raw)
+
+
+def _report(problems: list[str]) -> str:
+    return "invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems)
+
+
+def _semantic_errors(raw: dict[str, Any]) -> list[str]:
+    from fdabench.data import get_dataset, get_partitioner
+    from fdabench.federation.settings import TRAIN_SCHEMA
+    from fdabench.methods import METHODS
+
+    problems: list[str] = []
+    variants = raw.get("methods") or {}
+    for name, variant in variants.items():
+        algorithm = variant.get("algorithm", name)
+        if algorithm not in METHODS:
+            problems.append(
+                f"methods.{name}: {name!r} is not a registered method, so it needs `algorithm:`; "
+                f"allowed algorithms: {', '.join(METHODS.names())}"
+            )
+            continue
+        hparams = {key: value for key, value in variant.items() if key != "algorithm"}
+        schema = _object(METHODS.get(algorithm).hparams_schema)
+        problems += _schema_errors(hparams, schema, prefix=("methods", name))
+    known_methods = sorted(set(variants) | set(METHODS.names()))
+
+    if raw["suite"] not in raw["suites"]:
+        problems.append(f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}")
+    for suite_name, suite in raw["suites"].items():
+        where_suite = f"suites.{suite_name}"
+        for index, method in enumerate(suite.get("methods", [])):
+            if method not in known_methods:
+                problems.append(f"{where_suite}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}")
+        for exp_name, exp in suite["experiments"].items():
+            where = f"{where_suite}.experiments.{exp_name}"
+            source = get_dataset(exp["dataset"])
+            partitioner = get_partitioner(source.partitioner)
+            partition = {**source.default_partition, **exp.get("partition", {})}
+            problems += _schema_errors(exp.get("partition", {}), _object(partitioner.options_schema), prefix=(*where.split("."), "partition"))
+            methods = exp.get("methods", suite.get("methods"))
+            if not methods:
+                problems.append(f"{where}: no methods (set `methods` here or in {where_suite})")
+            for index, method in enumerate(exp.get("methods", [])):
+                if method not in known_methods:
+                    problems.append(f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}")
+            targets = exp.get("targets", "all")
+            if targets != "all":
+                for index, target in enumerate(targets):
+                    message = partitioner.validate_target(source, target, partition)
+                    if message:
+                        problems.append(f"{where}.targets[{index}]: {message}")
+            train = {**source.default_train, **suite.get("train", {}), **exp.get("train", {})}
+            missing = [key for key in ("model", "rounds", "warmup_rounds", "local_epochs", "optimizer", "source_lr", "target_lr", "source_batch_size", "target_batch_size") if key not in train]
+            if missing:
+                problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
+            unknown_train = set(train) - set(TRAIN_SCHEMA)
+            if unknown_train:
+                problems.append(f"{where}.train: unknown keys {sorted(unknown_train)}")
+        for table_name, table in (suite.get("tables") or {}).items():
+            for index, experiment in enumerate(table["experiments"]):
+                if experiment not in suite["experiments"]:
+                    problems.append(
+                        f"{where_suite}.tables.{table_name}.experiments[{index}]: unknown experiment {experiment!r}; "
+                        f"allowed values: {', '.join(suite['experiments'])}"
+                    )
+    return problems
+
+
+def load_params(path: str | os.PathLike = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
+    """Read, merge `overrides` (nested keys), and validate a params file."""
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"{path} does not exist")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            raw = yaml.safe_load(handle)
+        except yaml.YAMLError as error:
+            raise ParamsError(f"{path} is not valid YAML: {error}") from None
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return validate_params(raw)
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def is_safe_name(name: str) -> bool:
+    return re.match(NAME_PATTERN, name) is not None

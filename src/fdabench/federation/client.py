@@ -1,0 +1,117 @@
+"""Local training and evaluation of one client, with batches drawn by index from device tensors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.problem import ClientData
+
+StepObserver = Callable[[Tensor], None]
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    lr: float
+    batch_size: int  # 0 = full batch
+    epochs: int
+    optimizer: str = "adam"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+
+@dataclass
+class LocalResult:
+    update: Tensor  # θ_local − θ_start, flat
+    steps: int
+    samples: int
+
+
+def loss_function(task: str) -> Callable[[Tensor, Tensor], Tensor]:
+    if task == "classification":
+        return F.cross_entropy
+    if task == "regression":
+        return squared_error_loss
+    raise ValueError(f"unknown task {task!r}")
+
+
+def squared_error_loss(prediction: Tensor, target: Tensor) -> Tensor:
+    """Σ over outputs of the squared error, averaged over samples (FedGP appendix B's MSE)."""
+    return (prediction - target).square().sum(dim=1).mean()
+
+
+def make_optimizer(parameters, settings: LocalSettings):
+    from fdabench.federation.optim import SGD, Adam
+
+    if settings.optimizer == "adam":
+        return Adam(parameters, lr=settings.lr, weight_decay=settings.weight_decay)
+    if settings.optimizer == "sgd":
+        return SGD(parameters, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay)
+    raise ValueError(f"unknown optimizer {settings.optimizer!r}; allowed: adam, sgd")
+
+
+def steps_per_epoch(samples: int, batch_size: int) -> int:
+    return 1 if batch_size <= 0 else math.ceil(samples / batch_size)
+
+
+def train_locally(
+    space: ParameterSpace,
+    start: Tensor,
+    data: ClientData,
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generator: torch.Generator,
+    on_step: StepObserver | None = None,
+) -> LocalResult:
+    """Train from `start` for `settings.epochs` epochs with a fresh optimiser; return the update.
+
+    Each epoch visits the client's samples once in a fresh random order (the last batch may be smaller).
+    `on_step`, if given, receives every optimiser step's parameter change (the per-batch updates G_b).
+    """
+    model: nn.Module = space.model
+    space.set(start)
+    model.train()
+    optimizer = make_optimizer(space.parameters, settings)
+    samples = len(data)
+    batch_size = samples if settings.batch_size <= 0 else min(settings.batch_size, samples)
+    steps = 0
+    before = start.clone() if on_step is not None else None
+    for _ in range(settings.epochs):
+        order = torch.randperm(samples, generator=generator).to(data.x.device)
+        for begin in range(0, samples, batch_size):
+            batch = order[begin : begin + batch_size]
+            optimizer.zero_grad()
+            loss_fn(model(data.x[batch]), data.y[batch]).backward()
+            optimizer.step()
+            steps += 1
+            if on_step is not None:
+                after = space.get()
+                on_step(after - before)
+                before = after
+    return LocalResult(update=space.get() - start, steps=steps, samples=samples)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 1024) -> dict[str, float]:
+    """Mean loss and accuracy (classification) or mean squared error (regression) on `data`."""
+    model.eval()
+    loss_fn = loss_function(task)
+    total_loss, correct = 0.0, 0
+    for begin in range(0, len(data), batch_size):
+        x, y = data.x[begin : begin + batch_size], data.y[begin : begin + batch_size]
+        output = model(x)
+        total_loss += float(loss_fn(output, y)) * len(y)
+        if task == "classification":
+            correct += int((output.argmax(dim=1) == y).sum())
+    metrics = {"loss": total_loss / len(data)}
+    if task == "classification":
+        metrics["accuracy"] = correct / len(data)
+    else:
+        metrics["mse"] = metrics["loss"]
+    return metrics

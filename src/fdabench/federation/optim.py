@@ -1,0 +1,83 @@
+"""Local optimisers: Adam and SGD with torch.optim's exact update rules, as foreach tensor ops.
+
+Why not torch.optim: constructing any torch.optim optimiser imports torch's compiler stack (about
+1.7 s per process here), and every training cell is its own short process that builds a fresh optimiser
+for each local training call (the published protocol). tests/federation/test_optim.py checks these
+updates against torch.optim.Adam / torch.optim.SGD step by step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+class LocalOptimizer:
+    def __init__(self, parameters: Sequence[Tensor], lr: float, weight_decay: float = 0.0):
+        self.parameters = list(parameters)
+        self.lr = lr
+        self.weight_decay = weight_decay
+
+    def zero_grad(self) -> None:
+        for parameter in self.parameters:
+            parameter.grad = None
+
+    def _gradients(self) -> tuple[list[Tensor], list[Tensor]]:
+        with_grad = [p for p in self.parameters if p.grad is not None]
+        grads = [p.grad for p in with_grad]
+        if self.weight_decay:
+            grads = torch._foreach_add(grads, with_grad, alpha=self.weight_decay)
+        return with_grad, grads
+
+
+class Adam(LocalOptimizer):
+    """torch.optim.Adam (amsgrad=False, L2 weight decay): m ← β1 m + (1−β1) g, v ← β2 v + (1−β2) g²,
+    θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)."""
+
+    def __init__(self, parameters, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        super().__init__(parameters, lr, weight_decay)
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.step_count = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.parameters]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.parameters]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        params, grads = self._gradients()
+        if len(params) != len(self.parameters):
+            raise RuntimeError("every parameter needs a gradient")
+        self.step_count += 1
+        torch._foreach_lerp_(self.exp_avg, grads, 1 - self.beta1)
+        torch._foreach_mul_(self.exp_avg_sq, self.beta2)
+        torch._foreach_addcmul_(self.exp_avg_sq, grads, grads, 1 - self.beta2)
+        bias_correction1 = 1 - self.beta1**self.step_count
+        bias_correction2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
+        denominator = torch._foreach_sqrt(self.exp_avg_sq)
+        torch._foreach_div_(denominator, bias_correction2_sqrt)
+        torch._foreach_add_(denominator, self.eps)
+        torch._foreach_addcdiv_(params, self.exp_avg, denominator, -self.lr / bias_correction1)
+
+
+class SGD(LocalOptimizer):
+    """torch.optim.SGD (dampening 0, no Nesterov): b ← μ b + g (b = g at the first step), θ ← θ − lr b."""
+
+    def __init__(self, parameters, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        super().__init__(parameters, lr, weight_decay)
+        self.momentum = momentum
+        self.buffers: list[Tensor] | None = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        params, grads = self._gradients()
+        if self.momentum:
+            if self.buffers is None:
+                self.buffers = [g.clone() for g in grads]
+            else:
+                torch._foreach_mul_(self.buffers, self.momentum)
+                torch._foreach_add_(self.buffers, grads)
+            grads = self.buffers
+        torch._foreach_add_(params, grads, alpha=-self.lr)

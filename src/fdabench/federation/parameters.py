@@ -1,0 +1,61 @@
+"""A model's trainable parameters as one flat vector, with the per-tensor ("layer") boundaries."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parameters_to_vector
+
+
+class ParameterSpace:
+    """Reads and writes a model's parameters as a flat float vector (layers in `named_parameters` order)."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        self.layer_names = tuple(name for name, _ in named)
+        self.parameters = [p for _, p in named]
+        self.layer_sizes = tuple(p.numel() for p in self.parameters)
+        self.size = sum(self.layer_sizes)
+        self.update_bytes = sum(p.numel() * p.element_size() for p in self.parameters)
+        self.buffers = [b for b in model.buffers()]
+
+    def get(self) -> Tensor:
+        return parameters_to_vector(self.parameters).detach().clone()
+
+    def set(self, flat: Tensor) -> None:
+        """Copy `flat` into the parameters (never aliasing it: training must not modify `flat`)."""
+        if flat.numel() != self.size:
+            raise ValueError(f"expected {self.size} parameters, got {flat.numel()}")
+        with torch.no_grad():
+            torch._foreach_copy_(self.parameters, [piece.view_as(p) for piece, p in zip(torch.split(flat, self.layer_sizes), self.parameters)])
+
+    def get_buffers(self) -> list[Tensor]:
+        return [b.detach().clone() for b in self.buffers]
+
+    def set_buffers(self, values: list[Tensor]) -> None:
+        with torch.no_grad():
+            for buffer, value in zip(self.buffers, values):
+                buffer.copy_(value)
+
+    def layer_slices(self) -> dict[str, slice]:
+        slices, start = {}, 0
+        for name, size in zip(self.layer_names, self.layer_sizes):
+            slices[name] = slice(start, start + size)
+            start += size
+        return slices
+
+
+def average_buffers(states: list[list[Tensor]], weights: Tensor) -> list[Tensor]:
+    """Sample-weighted average of floating-point buffers; integer buffers (counters) take the maximum."""
+    if not states or not states[0]:
+        return []
+    averaged = []
+    for values in zip(*states):
+        stacked = torch.stack(values)
+        if stacked.is_floating_point():
+            w = (weights / weights.sum()).to(stacked.dtype).reshape(-1, *([1] * (stacked.dim() - 1)))
+            averaged.append((w * stacked).sum(0))
+        else:
+            averaged.append(stacked.max(0).values)
+    return averaged

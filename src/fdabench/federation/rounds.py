@@ -1,0 +1,122 @@
+"""The FDA round loop (Algorithm 1 of the FedGP paper, DESIGN.md §1).
+
+Per round, from global parameters θ: each source trains locally and sends g_i = θ_i − θ; the target
+trains on its labelled samples and sends g_T; the server adds the method's aggregate to θ; the model is
+evaluated on the target's test split. Methods with `warmup` first run FedAvg rounds over the sources.
+Only updates and sample counts cross a client boundary, and the bytes they take are counted.
+
+Buffers (e.g. BatchNorm statistics) are not updates and are never projected or weighted by β: the
+global buffers become the target's after a round in which the target trained (the model is evaluated on
+the target domain), and the sample-weighted source average otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+from fdabench.aggregation import fedavg
+from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
+from fdabench.federation.parameters import ParameterSpace, average_buffers
+from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods.base import Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.models import build_model
+
+RoundCallback = Callable[[dict[str, Any], int], None]
+COUNT_BYTES = 8  # each client also reports its sample count (int64)
+
+
+def client_generator(seed: int, client_index: int) -> torch.Generator:
+    """The batch-order random stream of one client in one cell (independent of every other client)."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
+
+
+def run_rounds(
+    method: RoundLoopMethod,
+    problem: FederatedProblem,
+    settings: TrainSettings,
+    seed: int,
+    device: torch.device,
+    on_round: RoundCallback | None = None,
+) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+    space = ParameterSpace(model)
+    global_params = space.get()
+    loss_fn = loss_function(problem.task)
+    metric = "accuracy" if problem.task == "classification" else "mse"
+
+    sources = problem.sources if method.sources_train else []
+    if method.target_split == "labelled":
+        target = problem.target_labelled
+    elif method.target_split == "all":
+        target = problem.target_all()
+    else:
+        target = None
+    if not sources and target is None:
+        raise ValueError(f"{method.name}: no client trains")
+    source_counts = torch.tensor([len(s) for s in sources], dtype=torch.float32, device=device)
+    generators = [client_generator(seed, index) for index in range(len(sources) + 1)]
+    source_local = LocalSettings(settings.source_lr, settings.source_batch_size, settings.local_epochs, settings.optimizer, settings.momentum, settings.weight_decay)
+    target_local = LocalSettings(settings.target_lr, settings.target_batch_size, settings.target_local_epochs, settings.optimizer, settings.momentum, settings.weight_decay)
+
+    warmup_rounds = settings.warmup_rounds if (method.warmup and sources) else 0
+    total_rounds = warmup_rounds + settings.rounds
+    records = []
+    for round_index in range(total_rounds):
+        started = time.perf_counter()
+        phase = "warmup" if round_index < warmup_rounds else "fda"
+        inputs = RoundInputs(round_index, global_params, space.layer_sizes, settings)
+        buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
+
+        if sources:
+            results = []
+            for index, data in enumerate(sources):
+                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index]))
+                if space.buffers:
+                    buffer_states.append(space.get_buffers())
+            inputs.source_updates = torch.stack([r.update for r in results])
+            inputs.source_counts = source_counts
+            inputs.source_steps = torch.tensor([r.steps for r in results], device=device)
+            downlink += len(sources) * space.update_bytes
+            uplink += len(sources) * (space.update_bytes + COUNT_BYTES)
+
+        target_trains = target is not None and phase == "fda"
+        if target_trains:
+            observer, statistics = method.target_observer(inputs)
+            result = train_locally(space, global_params, target, target_local, loss_fn, generators[-1], on_step=observer)
+            target_buffers = space.get_buffers()
+            inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
+            inputs.target_statistics = statistics
+            downlink += space.update_bytes
+            uplink += space.update_bytes + COUNT_BYTES
+            if method.target_receives_source_updates and sources:
+                downlink += len(sources) * space.update_bytes
+
+        if phase == "warmup" or target is None:
+            aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
+        else:
+            aggregate = method.aggregate(inputs)
+        global_params = global_params + aggregate.delta
+        space.set(global_params)
+        if space.buffers:
+            space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, source_counts))
+
+        metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
+        record = {
+            "round": round_index,
+            "phase": phase,
+            metric: metrics[metric],
+            "loss": metrics["loss"],
+            "bytes_uplink": uplink,
+            "bytes_downlink": downlink,
+            "seconds": time.perf_counter() - started,
+        }
+        record.update(aggregate.log)
+        records.append(record)
+        if on_round is not None:
+            on_round(record, total_rounds)
+    return {"metric": metric, "model_size": space.size, "layer_names": list(space.layer_names), "rounds": records}

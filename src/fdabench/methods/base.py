@@ -1,0 +1,109 @@
+"""The method interface and its registry.
+
+A method turns a federated problem into a per-round history. Most methods are `RoundLoopMethod`s: the
+FDA round loop of Algorithm 1 (fdabench.federation.rounds) runs them and asks them only which clients
+train and how the server aggregates. Families with a different protocol subclass `Method` directly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import torch
+from torch import Tensor
+
+from fdabench.federation.client import StepObserver
+from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.settings import TrainSettings
+from fdabench.registry import Registry
+
+
+@dataclass
+class RoundInputs:
+    """Everything the server holds when it aggregates one round (flat updates)."""
+
+    round_index: int
+    global_params: Tensor
+    layer_sizes: tuple[int, ...]
+    settings: TrainSettings
+    source_updates: Tensor | None = None  # (N, m)
+    source_counts: Tensor | None = None  # (N,) samples per source
+    source_steps: Tensor | None = None  # (N,) local optimiser steps per source
+    target_update: Tensor | None = None  # (m,)
+    target_count: int = 0
+    target_steps: int = 0
+    target_statistics: Any = None  # what the method's target observer accumulated
+
+
+@dataclass
+class Aggregate:
+    """The server's step (added to the global parameters) and what to log for this round."""
+
+    delta: Tensor
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+class Method(ABC):
+    """A registered method with validated hyper-parameters."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`).
+    hparams_schema: ClassVar[dict[str, Any]] = {}
+    default_hparams: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        unknown = set(hparams or {}) - set(self.hparams_schema)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}; allowed: {sorted(self.hparams_schema)}")
+        self.hparams = {**self.default_hparams, **(hparams or {})}
+
+    @abstractmethod
+    def run(
+        self,
+        problem: FederatedProblem,
+        settings: TrainSettings,
+        seed: int,
+        device: torch.device,
+        on_round: Callable[[dict[str, Any], int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Train and evaluate; return {"metric": name, "rounds": [per-round records], ...}.
+
+        `on_round(record, total_rounds)` is called after every round (progress display)."""
+
+
+class RoundLoopMethod(Method):
+    """A method run by the FDA round loop (Algorithm 1).
+
+    Class attributes say which clients train: sources (`sources_train`), the target on its labelled
+    samples or on all its training samples with labels (`target_split` = "labelled" | "all" | None),
+    whether FedAvg warm-up rounds precede (`warmup`), and whether the server forwards the source updates
+    to the target before it trains (`target_receives_source_updates`, needed by auto-weighting).
+    """
+
+    sources_train: ClassVar[bool] = True
+    target_split: ClassVar[str | None] = "labelled"
+    warmup: ClassVar[bool] = False
+    target_receives_source_updates: ClassVar[bool] = False
+
+    def run(self, problem, settings, seed, device, on_round=None):
+        from fdabench.federation.rounds import run_rounds
+
+        return run_rounds(self, problem, settings, seed, device, on_round)
+
+    def target_observer(self, inputs: RoundInputs) -> tuple[StepObserver | None, Any]:
+        """Optionally a callback that sees each target optimiser step, and the statistics it fills."""
+        return None, None
+
+    @abstractmethod
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        """The server's step for an FDA round."""
+
+
+METHODS: Registry[type[Method]] = Registry("method")
+
+
+def get_method(name: str, hparams: dict[str, Any] | None = None) -> Method:
+    return METHODS.get(name)(hparams)

@@ -1,0 +1,22 @@
+"""Models in a name -> factory registry. Every model has `features` (the body) and `head` (the last
+linear layer), so methods that treat body and head differently never special-case an architecture."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torch import nn
+
+from fdabench.registry import Registry
+
+ModelFactory = Callable[..., nn.Module]
+MODELS: Registry[ModelFactory] = Registry("model")
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_outputs: int, **options: Any) -> nn.Module:
+    return MODELS.get(name)(tuple(input_shape), int(num_outputs), **options)
+
+
+from fdabench.models import small  # noqa: E402,F401  (registers the models)
+
+__all__ = ["MODELS", "build_model"]

@@ -1,0 +1,66 @@
+"""Small networks for the embedded datasets and for tabular or pre-extracted features."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from fdabench.models import MODELS
+
+
+class BodyHead(nn.Module):
+    """features -> head, with the body's output width in `feature_dim`."""
+
+    def __init__(self, features: nn.Module, feature_dim: int, num_outputs: int):
+        super().__init__()
+        self.features = features
+        self.feature_dim = feature_dim
+        self.head = nn.Linear(feature_dim, num_outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+@MODELS.register("digits_cnn")
+def digits_cnn(input_shape, num_outputs, width: int = 16) -> nn.Module:
+    """DomainBed's MNIST CNN scaled to 8x8 inputs: three 3x3 convolutions with ReLU and GroupNorm(8),
+    the second with stride 2, global average pooling, then a linear head."""
+    channels = input_shape[0]
+    features = nn.Sequential(
+        nn.Conv2d(channels, width, 3, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, width),
+        nn.Conv2d(width, 2 * width, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, 2 * width),
+        nn.Conv2d(2 * width, 2 * width, 3, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, 2 * width),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
+    return BodyHead(features, 2 * width, num_outputs)
+
+
+@MODELS.register("mlp")
+def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,)) -> nn.Module:
+    """ReLU multi-layer perceptron for tabular and pre-extracted features."""
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = math.prod(input_shape)
+    for size in hidden:
+        layers += [nn.Linear(width, size), nn.ReLU()]
+        width = size
+    return BodyHead(nn.Sequential(*layers), width, num_outputs)
+
+
+@MODELS.register("sigmoid_mlp")
+def sigmoid_mlp(input_shape, num_outputs, hidden: int = 100, init_scale: float = 0.5) -> nn.Module:
+    """One hidden sigmoid layer (FedGP appendix B); weights ~ U(-init_scale, init_scale) as published."""
+    model = BodyHead(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.Sigmoid()), hidden, num_outputs)
+    if init_scale > 0:
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.uniform_(-init_scale, init_scale)
+    return model

@@ -1,0 +1,1 @@
+"""Tables (pandas) and figures (seaborn) built from cell result files only."""

@@ -1,0 +1,75 @@
+"""Cells -> figures (seaborn, PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from fdabench.cells import read_cell
+
+
+def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
+    """One row per (cell, round): identity, round, phase and the cell's metric."""
+    frames = []
+    for path in paths:
+        cell = read_cell(path)
+        metric = cell["metric"]
+        rows = pd.DataFrame(cell["rounds"])
+        frames.append(
+            pd.DataFrame(
+                {
+                    **{key: cell["cell"][key] for key in ("experiment", "dataset", "method", "target", "seed")},
+                    "round": rows["round"] + 1,
+                    "phase": rows["phase"],
+                    "metric": metric,
+                    "value": rows[metric] * (100 if metric == "accuracy" else 1),
+                }
+            )
+        )
+    if not frames:
+        raise ValueError("no cells to plot")
+    return pd.concat(frames, ignore_index=True)
+
+
+def save_figure(figure, output: str | Path) -> None:
+    from fdabench.io import atomic_path
+
+    with atomic_path(output) as tmp:
+        figure.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
+
+
+def plot_rounds(paths: Iterable[str], output: str | Path, title: str | None = None) -> None:
+    """Target test metric per round, one panel per target, one line per method (band: ±1 sd over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    frame = rounds_frame(paths)
+    metric = frame["metric"].iloc[0]
+    targets = list(dict.fromkeys(frame["target"]))
+    grid = sns.relplot(
+        data=frame,
+        x="round",
+        y="value",
+        hue="method",
+        col="target",
+        col_order=targets,
+        col_wrap=min(3, len(targets)),
+        kind="line",
+        errorbar="sd",
+        height=2.6,
+        aspect=1.3,
+        facet_kws={"sharey": metric == "accuracy"},
+    )
+    grid.set_axis_labels("round", "target test accuracy (%)" if metric == "accuracy" else f"target test {metric}")
+    grid.set_titles(col_template="target {col_name}")
+    if metric != "accuracy":
+        grid.set(yscale="log")
+    if title:
+        grid.figure.suptitle(title, y=1.02)
+    save_figure(grid.figure, output)
+    plt.close(grid.figure)

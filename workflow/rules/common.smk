@@ -1,0 +1,54 @@
+# Shared helpers: validate params.yaml before anything runs and resolve cells, paths and wildcards.
+
+import re
+import shutil
+
+from snakemake.exceptions import WorkflowError
+
+from fdabench.config import NAME_PATTERN, ParamsError, validate_params
+from fdabench.io import canonical_json
+
+try:
+    PARAMS = validate_params(config)
+except ParamsError as error:
+    raise WorkflowError(str(error)) from None
+
+NAME = NAME_PATTERN.strip("^$")
+SUITE = PARAMS.suite_name
+DATA = PARAMS.data_root
+USES_GPU = PARAMS.device == "cuda" or (PARAMS.device == "auto" and shutil.which("nvidia-smi") is not None)
+
+
+def _alternatives(names):
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
+wildcard_constraints:
+    suite=re.escape(SUITE),
+    experiment=_alternatives(PARAMS.experiment_names()),
+    dataset=_alternatives(PARAMS.datasets_in_suite()),
+    table=_alternatives(PARAMS.tables()),
+    method=NAME,
+    target=NAME,
+    seed=r"\d+",
+
+
+def dataset_of(experiment):
+    return PARAMS.experiment(experiment)["dataset"]
+
+
+def cell_paths(experiments):
+    return [cell.path for cell in PARAMS.cells(experiments)]
+
+
+def cell_config(wildcards):
+    cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
+    return canonical_json(cell.config)
+
+
+def suite_outputs():
+    outputs = []
+    for table in PARAMS.tables():
+        outputs += [f"results/{table}.csv", f"results/{table}.md", f"results/{table}.json"]
+    outputs += [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
+    return outputs
