@@ -18,4 +18,20 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        suite_outputs(),
+        table_outputs(),
+        figure_outputs(),
+
+
+rule cells:
+    input:
+        cell_paths(PARAMS.experiment_names()),
+
+
+rule tables:
+    input:
+        table_outputs(),
+
+
+rule figures:
+    input:
+        figure_outputs(),

@@ -46,9 +46,9 @@ def cell_config(wildcards):
     return canonical_json(cell.config)
 
 
-def suite_outputs():
-    outputs = []
-    for table in PARAMS.tables():
-        outputs += [f"results/{table}.csv", f"results/{table}.md", f"results/{table}.json"]
-    outputs += [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
-    return outputs
+def table_outputs():
+    return [f"results/{table}.{ext}" for table in PARAMS.tables() for ext in ("csv", "md", "json")]
+
+
+def figure_outputs():
+    return [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
