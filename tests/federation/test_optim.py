@@ -1,0 +1,34 @@
+"""The local optimisers equal torch.optim step for step."""
+
+import pytest
+import torch
+
+from fdabench.federation.optim import SGD, Adam
+
+
+def _run(make_optimizer, steps=6):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    optimizer = make_optimizer(list(model.parameters()))
+    data = torch.randn(steps, 8, 5)
+    trajectory = []
+    for batch in data:
+        optimizer.zero_grad()
+        model(batch).square().mean().backward()
+        optimizer.step()
+        trajectory.append(torch.cat([p.detach().flatten().clone() for p in model.parameters()]))
+    return torch.stack(trajectory)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adam_matches_torch(weight_decay):
+    ours = _run(lambda p: Adam(p, lr=0.01, weight_decay=weight_decay))
+    reference = _run(lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=weight_decay))
+    assert torch.allclose(ours, reference, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0.0, 0.0), (0.9, 0.0), (0.9, 0.001)])
+def test_sgd_matches_torch(momentum, weight_decay):
+    ours = _run(lambda p: SGD(p, lr=0.05, momentum=momentum, weight_decay=weight_decay))
+    reference = _run(lambda p: torch.optim.SGD(p, lr=0.05, momentum=momentum, weight_decay=weight_decay))
+    assert torch.allclose(ours, reference, rtol=1e-5, atol=1e-7)

@@ -1,0 +1,79 @@
+"""The FDA round loop (Algorithm 1): message accounting, consistency between rules, determinism."""
+
+import pytest
+import torch
+
+from fdabench.data import get_partitioner
+from fdabench.federation.problem import build_problem
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods import get_method
+
+SETTINGS = {
+    "model": "mlp",
+    "model_options": {"hidden": [16]},
+    "rounds": 4,
+    "warmup_rounds": 2,
+    "local_epochs": 1,
+    "optimizer": "adam",
+    "source_lr": 1e-3,
+    "target_lr": 1e-3,
+    "source_batch_size": 64,
+    "target_batch_size": 16,
+}
+
+
+@pytest.fixture(scope="module")
+def problem(colored_digits):
+    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
+    return build_problem(colored_digits, partition, "cpu")
+
+
+def _run(name, problem, seed=0, **hparams):
+    return get_method(name, hparams).run(problem, TrainSettings.from_dict(SETTINGS), seed, torch.device("cpu"))
+
+
+def test_message_bytes(problem):
+    model_bytes = 4 * _run("target_only", problem)["model_size"]
+    source_only = _run("source_only", problem)["rounds"]
+    assert len(source_only) == 4 and all(r["phase"] == "fda" for r in source_only)
+    assert source_only[0]["bytes_downlink"] == 2 * model_bytes and source_only[0]["bytes_uplink"] == 2 * (model_bytes + 8)
+    fedgp = _run("fedgp", problem)["rounds"]
+    assert [r["phase"] for r in fedgp] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
+    assert fedgp[0]["bytes_downlink"] == 2 * model_bytes  # warm-up: sources only
+    assert fedgp[-1]["bytes_downlink"] == 3 * model_bytes and fedgp[-1]["bytes_uplink"] == 3 * (model_bytes + 8)
+    target_only = _run("target_only", problem)["rounds"]
+    assert target_only[0]["bytes_downlink"] == model_bytes
+
+
+def test_fedda_beta1_follows_source_only(problem):
+    """β = 1 ignores the target update, so FedDA's global model is FedAvg's at every round."""
+    settings = TrainSettings.from_dict({**SETTINGS, "warmup_rounds": 0})
+    source_only = get_method("source_only").run(problem, settings, 0, torch.device("cpu"))["rounds"]
+    fedda = get_method("fedda", {"beta": 1.0}).run(problem, settings, 0, torch.device("cpu"))["rounds"]
+    assert [r["loss"] for r in fedda] == pytest.approx([r["loss"] for r in source_only], rel=1e-5)
+
+
+def test_beta0_rules_agree(problem):
+    """β = 0 keeps only the target update: FedDA and FedGP (both modes) coincide."""
+    fedda = [r["loss"] for r in _run("fedda", problem, beta=0.0)["rounds"]]
+    fedgp = [r["loss"] for r in _run("fedgp", problem, beta=0.0)["rounds"]]
+    cosine = [r["loss"] for r in _run("fedgp", problem, beta=0.0, mode="cosine_scaled")["rounds"]]
+    assert fedda == pytest.approx(fedgp, rel=1e-6) and fedda == pytest.approx(cosine, rel=1e-6)
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(problem):
+    first = _run("fedgp", problem, seed=3)["rounds"]
+    again = _run("fedgp", problem, seed=3)["rounds"]
+    other = _run("fedgp", problem, seed=4)["rounds"]
+    assert [r["loss"] for r in first] == [r["loss"] for r in again]
+    assert [r["loss"] for r in first] != [r["loss"] for r in other]
+
+
+def test_oracle_trains_on_all_target_training_samples(problem):
+    assert len(problem.target_all()) == len(problem.target_labelled) + len(problem.target_unlabelled)
+    assert torch.equal(problem.target_all().y[: len(problem.target_labelled)], problem.target_labelled.y)
+
+
+def test_unknown_hyper_parameter_is_rejected():
+    with pytest.raises(ValueError, match="unknown hyper-parameters"):
+        get_method("fedgp", {"betta": 0.5})

@@ -1,0 +1,47 @@
+"""Tables from cells: tidy statistics, the Avg column, the paper layout."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from fdabench.report.tables import format_value, markdown_table, table_json, tidy_table
+
+
+@pytest.fixture
+def cells():
+    rows = []
+    for method, offset in (("fedgp", 0.1), ("source_only", 0.0)):
+        for target, base in (("a", 0.5), ("b", 0.7)):
+            for seed, noise in ((0, 0.0), (1, 0.02)):
+                rows.append({"suite": "s", "experiment": "exp", "dataset": "d", "method": method, "algorithm": method,
+                             "target": target, "seed": seed, "metric": "accuracy", "final": base + offset + noise})
+    return pd.DataFrame(rows)
+
+
+def test_tidy_statistics(cells):
+    tidy = tidy_table(cells)
+    row = tidy[(tidy.method == "fedgp") & (tidy.target == "a")].iloc[0]
+    assert row["mean"] == pytest.approx(0.61) and row["std"] == pytest.approx(0.02 / math.sqrt(2)) and row["n_seeds"] == 2
+    avg = tidy[(tidy.method == "fedgp") & (tidy.target == "Avg")].iloc[0]
+    assert avg["mean"] == pytest.approx((0.6 + 0.8 + 0.62 + 0.82) / 4)
+    assert list(tidy.method.unique()) == ["fedgp", "source_only"]  # order of first appearance
+    assert list(tidy[tidy.method == "fedgp"].target) == ["a", "b", "Avg"]
+
+
+def test_markdown_layout(cells):
+    text = markdown_table(tidy_table(cells), title="T")
+    lines = text.splitlines()
+    assert lines[0] == "### T"
+    assert lines[2] == "| Method | exp a | exp b | exp Avg |"
+    assert lines[4].startswith("| fedgp | 61.00 (1.41) | 81.00 (1.41) | 71.00 (1.41) |")
+
+
+def test_json_metrics(cells):
+    nested = table_json(tidy_table(cells))
+    assert nested["exp"]["fedgp"]["a"]["mean"] == pytest.approx(0.61)
+
+
+def test_format_value():
+    assert format_value(0.5, float("nan"), "accuracy") == "50.00"
+    assert format_value(0.123456, 0.01, "mse") == "0.1235 (0.01)"

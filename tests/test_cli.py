@@ -1,0 +1,97 @@
+"""The CLI as the rules call it: prepare -> partition -> train -> table, determinism, clear errors."""
+
+import json
+
+import pytest
+
+from fdabench.cli import main
+from fdabench.config import load_params
+from fdabench.io import canonical_json
+
+
+@pytest.fixture(scope="module")
+def prepared_inputs(tmp_path_factory, repo_root):
+    root = tmp_path_factory.mktemp("cli")
+    prepared = root / "colored_digits.npz"
+    assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
+    for seed in (0, 1):
+        partition = root / f"partition{seed}.json"
+        args = ["partition", "--prepared", str(prepared), "--target=-90", "--seed", str(seed), "--options", '{"target_labelled": 48}']
+        assert main([*args, "--output", str(partition)]) == 0
+    params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": 6}}}})
+    return root, prepared, params
+
+
+def _train(prepared_inputs, method, seed, name):
+    root, prepared, params = prepared_inputs
+    config = params.cell("colored_digits", method, "-90", seed).config
+    partition = root / f"partition{seed}.json"
+    output = root / name
+    code = main(["train", "--cell", canonical_json(config), "--prepared", str(prepared), "--partition", str(partition), "--output", str(output)])
+    assert code == 0
+    return json.loads(output.read_text())
+
+
+def test_cell_file_contract(prepared_inputs):
+    cell = _train(prepared_inputs, "fedgp", 0, "fedgp.json")
+    assert cell["format"] == "fdabench.cell/1" and cell["status"] == "complete"
+    assert cell["cell"] == {"suite": "demo", "experiment": "colored_digits", "dataset": "colored_digits", "method": "fedgp",
+                            "algorithm": "fedgp", "target": "-90", "seed": 0}
+    assert cell["config"]["hparams"] == {"beta": 0.5, "mode": "projection"}
+    assert len(cell["rounds"]) == 6 + 2  # FDA rounds + warm-up
+    assert cell["final"] == pytest.approx(sum(r["accuracy"] for r in cell["rounds"][-5:]) / 5)
+    assert cell["bytes"]["uplink_total"] == sum(r["bytes_uplink"] for r in cell["rounds"]) > 0
+    assert cell["wall_seconds"] > 0 and cell["device"] == "cpu" and cell["partition_hash"]
+
+
+def test_rerun_same_seed_reproduces_numbers_exactly(prepared_inputs):
+    first = _train(prepared_inputs, "fedda", 1, "a.json")
+    again = _train(prepared_inputs, "fedda", 1, "b.json")
+    other = _train(prepared_inputs, "fedda", 0, "c.json")
+    numbers = lambda cell: [(r["accuracy"], r["loss"]) for r in cell["rounds"]]  # noqa: E731
+    assert numbers(first) == numbers(again)
+    assert numbers(first) != numbers(other)
+
+
+def test_fork_server_gives_identical_numbers(prepared_inputs, monkeypatch, tmp_path):
+    monkeypatch.setenv("FDABENCH_FORKSERVER", "1")
+    monkeypatch.setenv("FDABENCH_FORKSERVER_IDLE", "20")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # a private server for this test
+    served = _train(prepared_inputs, "source_only", 0, "served.json")
+    monkeypatch.setenv("FDABENCH_FORKSERVER", "0")
+    local = _train(prepared_inputs, "source_only", 0, "local.json")
+    assert [r["loss"] for r in served["rounds"]] == [r["loss"] for r in local["rounds"]]
+    assert any(path.suffix == ".sock" for path in (tmp_path / next(p.name for p in tmp_path.iterdir())).iterdir())
+
+
+def test_table_command(prepared_inputs, tmp_path):
+    root = prepared_inputs[0]
+    paths = [str(root / name) for name in ("a.json", "c.json", "fedgp.json")]
+    code = main(["table", *paths, "--csv", str(tmp_path / "t.csv"), "--md", str(tmp_path / "t.md"), "--json", str(tmp_path / "t.json")])
+    assert code == 0
+    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "experiment,dataset,target,method,metric,mean,std,n_seeds"
+    assert "| fedda |" in (tmp_path / "t.md").read_text()
+
+
+def test_invalid_params_exit_code_and_message(tmp_path, capsys):
+    path = tmp_path / "params.yaml"
+    path.write_text("suite: demo\nsuites: {demo: {experiments: {x: {dataset: colored_digits, methods: [fedgpp]}}}}\n")
+    assert main(["validate", "--params", str(path)]) == 2
+    assert "unknown method 'fedgpp'" in capsys.readouterr().err
+
+
+def test_incomplete_cell_is_refused(tmp_path):
+    from fdabench.cells import IncompleteCellError
+
+    bad = tmp_path / "cell.json"
+    bad.write_text('{"format": "fdabench.cell/1", "status": "running"}')
+    with pytest.raises(IncompleteCellError, match="not a complete"):
+        main(["table", str(bad), "--csv", str(tmp_path / "t.csv")])
+
+
+@pytest.mark.parametrize("command", ["validate", "schema", "cells", "prepare", "partition", "train", "table", "figure"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: fdabench" in capsys.readouterr().out

@@ -1,0 +1,132 @@
+"""params.yaml validation: every mistake is reported with its key and the allowed values."""
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from fdabench.config import ParamsError, load_params, params_schema, validate_params
+
+
+@pytest.fixture(scope="module")
+def raw(repo_root):
+    return yaml.safe_load((repo_root / "params.yaml").read_text())
+
+
+def _error(raw) -> str:
+    with pytest.raises(ParamsError) as caught:
+        validate_params(raw)
+    return str(caught.value)
+
+
+def test_shipped_params_are_valid(raw):
+    params = validate_params(raw)
+    cells = list(params.cells())
+    assert len(cells) == len({cell.path for cell in cells}) > 0
+    assert params.tables()["table1"]["experiments"] == ["colored_digits", "rotated_digits"]
+
+
+def test_method_typo_names_key_and_allowed_values(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["methods"] = ["source_only", "fedgpp"]
+    message = _error(broken)
+    assert "suites.demo.methods[1]: unknown method 'fedgpp'" in message
+    assert "allowed values: fedda, fedgp, oracle, source_only, target_only" in message
+
+
+def test_unknown_key(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["trian"] = {}
+    message = _error(broken)
+    assert "suites.demo.experiments.colored_digits: unknown key(s) 'trian'" in message
+    assert "allowed keys: dataset, methods, partition, seeds, targets, train" in message
+
+
+def test_wrong_type(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["seeds"] = [0, "one"]
+    assert "suites.demo.seeds[1]: 'one' has the wrong type; expected integer" in _error(broken)
+
+
+def test_unknown_dataset_lists_registered_datasets(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["dataset"] = "colored_mnist_typo"
+    message = _error(broken)
+    assert "dataset: 'colored_mnist_typo' is not allowed; allowed values:" in message and "rotated_digits" in message
+
+
+@pytest.mark.parametrize("bad", ["../escape", ".hidden", "has space", "a/b", "semi;colon"])
+def test_unsafe_names_are_rejected(raw, bad):
+    broken = copy.deepcopy(raw)
+    broken["methods"][bad] = {"algorithm": "fedgp"}
+    assert f"name {bad!r} is not allowed" in _error(broken)
+
+
+def test_unsafe_target_name(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["targets"] = ["../x"]
+    assert "must be 'all' or a list of target names" in _error(broken)
+
+
+def test_unknown_target(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["targets"] = ["-80"]
+    assert "'-80' is not a target of colored_digits; allowed: +90, +80, -90" in _error(broken)
+
+
+def test_method_hparams_checked_against_the_algorithm(raw):
+    broken = copy.deepcopy(raw)
+    broken["methods"]["fedgp"] = {"beta": 1.5, "betta": 0.1}
+    message = _error(broken)
+    assert "methods.fedgp: unknown key(s) 'betta'; allowed keys: beta, mode" in message
+    assert "methods.fedgp.beta: 1.5 is greater than the maximum of 1" in message
+
+
+def test_variant_needs_a_registered_algorithm(raw):
+    broken = copy.deepcopy(raw)
+    broken["methods"]["fedgp_b0.2"] = {"beta": 0.2}
+    assert "methods.fedgp_b0.2: 'fedgp_b0.2' is not a registered method, so it needs `algorithm:`" in _error(broken)
+    broken["methods"]["fedgp_b0.2"] = {"algorithm": "fedgp", "beta": 0.2}
+    broken["suites"]["demo"]["methods"].append("fedgp_b0.2")
+    params = validate_params(broken)
+    assert params.method_variant("fedgp_b0.2") == ("fedgp", {"beta": 0.2, "mode": "projection"})
+
+
+def test_unknown_suite_and_table_experiment(raw):
+    broken = copy.deepcopy(raw)
+    broken["suite"] = "paper_typo"
+    broken["suites"]["demo"]["tables"]["table1"]["experiments"].append("nope")
+    message = _error(broken)
+    assert "suite: 'paper_typo' is not defined; allowed values: demo, smoke" in message
+    assert "tables.table1.experiments[2]: unknown experiment 'nope'" in message
+
+
+def test_train_model_must_be_registered(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["train"]["model"] = "resnet_typo"
+    assert "suites.demo.train.model: 'resnet_typo' is not allowed; allowed values: digits_cnn, mlp, sigmoid_mlp" in _error(broken)
+
+
+def test_cell_config_resolution_order(raw):
+    changed = copy.deepcopy(raw)
+    changed["suites"]["demo"]["experiments"]["rotated_digits"]["train"] = {"rounds": 7}
+    params = validate_params(changed)
+    cell = params.cell("rotated_digits", "fedgp", "30", 1)
+    assert cell.path == "results/cells/demo/rotated_digits/fedgp/30/seed1.json"
+    assert cell.config["train"]["rounds"] == 7  # experiment over suite over dataset defaults
+    assert cell.config["train"]["model"] == "mlp"  # suite over dataset default
+    assert cell.config["train"]["target_batch_size"] == 16  # dataset default
+    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection"}
+
+
+def test_load_params_reports_yaml_errors(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("suite: [unclosed\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(path)
+
+
+def test_exported_schema_is_in_sync(repo_root):
+    exported = json.loads((repo_root / "workflow/schemas/params.schema.json").read_text())
+    assert exported == json.loads(json.dumps(params_schema())), "run: fdabench schema --output workflow/schemas/params.schema.json"
