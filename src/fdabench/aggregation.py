@@ -24,12 +24,18 @@ UpdateLike = Tensor | Layered
 SourcesLike = Tensor | Sequence[Tensor] | Sequence[Layered]
 
 __all__ = [
+    "AUTO_RULES",
+    "StreamingAutoWeights",
+    "auto_weights",
+    "delta_error",
     "fedavg",
     "fedda",
     "fedgp",
     "flatten_updates",
     "per_layer_inner_products",
 ]
+
+AUTO_RULES = ("fedda", "fedgp", "fedgp_threshold")
 
 
 @dataclass(frozen=True)
@@ -186,3 +192,176 @@ def _is_layered_sources(sources) -> bool:
 
 def _cat_layers(layers: Layered) -> Tensor:
     return torch.cat([layer.reshape(-1) for layer in layers])
+
+
+# -- auto-weighting (DESIGN.md §2) ----------------------------------------------------------------------
+#
+# From B per-batch target updates G_b (flattened, dimension m) and source updates g_i on the same scale:
+#   ḡ = mean_b G_b,  s² = Σ_b ‖G_b − ḡ‖² / (B − 1),  σ̂² = s² / B
+#   d̂_i² = max((1/B) Σ_b ‖G_b − g_i‖² − s², 0)
+#   r_b = G_b − ⟨G_b, g_i⟩ g_i / ‖g_i‖²,  r̄ likewise from ḡ
+#   τ²d̂_i² = max((1/B) Σ_b ‖r_b‖² − Σ_b ‖r_b − r̄‖² / (B − 1), 0)
+#   δ_i = fraction of b with ⟨G_b, g_i⟩ > 0,  δ'_i = 1 − (1 − δ_i) / B
+#   β_i^FedDA = σ̂² / (σ̂² + d̂_i²),  β_i^FedGP = σ̂² / (σ̂² + τ²d̂_i²),
+#   β_i^FedGP,threshold = σ̂² / (σ̂² + δ'_i τ²d̂_i² + (1 − δ'_i) ‖ḡ‖²);  0/0 is taken as β = 0.5.
+# `source_scale` c_i multiplies source i (scale alignment) without copying the updates.
+
+
+def _auto_betas(rule: str, estimates: dict[str, Tensor]) -> Tensor:
+    sigma2 = estimates["sigma2"]
+    if rule == "fedda":
+        distance = estimates["d2"]
+    elif rule == "fedgp":
+        distance = estimates["tau2d2"]
+    elif rule == "fedgp_threshold":
+        delta_prime = estimates["delta_prime"]
+        distance = delta_prime * estimates["tau2d2"] + (1 - delta_prime) * estimates["target_mean_norm2"]
+    else:
+        raise ValueError(f"unknown auto-weighting rule {rule!r}; allowed: {', '.join(AUTO_RULES)}")
+    total = sigma2 + distance
+    return torch.where(total > 0, sigma2 / torch.where(total > 0, total, 1.0), torch.full_like(total, 0.5))
+
+
+def auto_weights(
+    target_batch_updates: Tensor,
+    source_updates: SourcesLike,
+    rule: str = "fedda",
+    source_scale: Tensor | Sequence[float] | float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """β per source and the estimates from a stored (B, m) matrix of target batch updates: the
+    definitions above computed literally (the test oracle of `StreamingAutoWeights`).
+
+    Returns (betas (N,), estimates) with estimates "sigma2" (scalar), "d2", "tau2d2", "delta",
+    "delta_prime" (per source), "target_mean_norm2" ‖ḡ‖² and "batches" B, in float64.
+    """
+    flat = flatten_updates(None, source_updates)
+    batches = target_batch_updates.reshape(target_batch_updates.shape[0], -1).double()
+    B = batches.shape[0]
+    if B < 2:
+        raise ValueError(f"auto-weighting needs at least 2 target batches per round, got {B}")
+    count = flat.sources.shape[0]
+    scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, torch.empty(0))
+    sources = flat.sources.double() * scale.to(batches)[:, None]
+    mean = batches.mean(0)
+    s2 = (batches - mean).square().sum() / (B - 1)
+    d2, tau2d2, delta = [], [], []
+    for source in sources:
+        d2.append(((batches - source).square().sum(1).mean() - s2).clamp_min(0.0))
+        norm2 = source @ source
+        unit = source / norm2.sqrt() if norm2 > 0 else torch.zeros_like(source)
+        residuals = batches - (batches @ unit)[:, None] * unit[None, :]
+        residual_mean = residuals.mean(0)
+        spread = (residuals - residual_mean).square().sum() / (B - 1)
+        tau2d2.append((residuals.square().sum(1).mean() - spread).clamp_min(0.0))
+        delta.append(((batches @ source) > 0).double().mean())
+    delta = torch.stack(delta)
+    estimates = {
+        "batches": torch.tensor(B),
+        "sigma2": s2 / B,
+        "d2": torch.stack(d2),
+        "tau2d2": torch.stack(tau2d2),
+        "delta": delta,
+        "delta_prime": 1 - (1 - delta) / B,
+        "target_mean_norm2": mean @ mean,
+    }
+    return _auto_betas(rule, estimates), estimates
+
+
+class StreamingAutoWeights:
+    """Auto-weighting statistics accumulated one target batch update at a time.
+
+    Algorithm 1 forwards the source updates to the target before it trains, so the target can fold each
+    per-batch update G_b into running sums as it goes: Σ G_b (one m-vector), and per source the float64
+    scalars Σ ‖G_b‖², Σ ⟨G_b, g_i⟩, Σ ⟨G_b, g_i⟩² / ‖g_i‖² and #{⟨G_b, g_i⟩ > 0}. Extra memory: one
+    m-vector beyond the N source updates it is given (never the B x m matrix).
+    """
+
+    def __init__(self, source_updates: Tensor, source_scale: Tensor | Sequence[float] | float | None = None):
+        if source_updates.dim() != 2:
+            raise ValueError("source_updates must be an (N, m) tensor")
+        self.sources = source_updates
+        count = source_updates.shape[0]
+        device = source_updates.device
+        scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, torch.empty(0))
+        self.scale = scale.to(device=device, dtype=torch.float64)
+        raw_norm2 = torch.linalg.vector_norm(source_updates, dim=1).double().square()
+        self.source_norm2 = raw_norm2 * self.scale.square()
+        self._inverse_raw_norm2 = torch.where(raw_norm2 > 0, 1.0 / torch.where(raw_norm2 > 0, raw_norm2, 1.0), 0.0)
+        self.sum_updates = torch.zeros(source_updates.shape[1], dtype=source_updates.dtype, device=device)
+        self.sum_norm2 = torch.zeros((), dtype=torch.float64, device=device)
+        self.sum_inner = torch.zeros(count, dtype=torch.float64, device=device)
+        self.sum_projection2 = torch.zeros(count, dtype=torch.float64, device=device)
+        self.positive = torch.zeros(count, dtype=torch.float64, device=device)
+        self.batches = 0
+
+    def add(self, batch_update: Tensor) -> None:
+        """Fold one per-batch target update G_b (flat, length m) into the statistics."""
+        raw_inner = (self.sources @ batch_update).double()  # ⟨G_b, g_i⟩ before scaling
+        self.sum_updates += batch_update
+        self.sum_norm2 += torch.dot(batch_update, batch_update).double()
+        self.sum_inner += raw_inner * self.scale
+        self.sum_projection2 += raw_inner.square() * self._inverse_raw_norm2
+        self.positive += (raw_inner * self.scale > 0).double()
+        self.batches += 1
+
+    def estimates(self) -> dict[str, Tensor]:
+        """The estimates from the running sums: with S = Σ‖G_b‖², Σ‖G_b − g_i‖² = S − 2Σ⟨G_b, g_i⟩ + B‖g_i‖²,
+        Σ‖r_b‖² = S − Σ⟨G_b, u_i⟩² and Σ‖r_b − r̄‖² = Σ‖r_b‖² − B‖r̄‖²."""
+        B = self.batches
+        if B < 2:
+            raise ValueError(f"auto-weighting needs at least 2 target batches per round, got {B}")
+        mean = self.sum_updates / B
+        mean_norm2 = torch.dot(mean, mean).double()
+        raw_mean_inner = (self.sources @ mean).double()
+        s2 = ((self.sum_norm2 - B * mean_norm2) / (B - 1)).clamp_min(0.0)
+        distance2 = self.sum_norm2 - 2 * self.sum_inner + B * self.source_norm2
+        residual2 = self.sum_norm2 - self.sum_projection2
+        residual_mean2 = mean_norm2 - raw_mean_inner.square() * self._inverse_raw_norm2
+        delta = self.positive / B
+        return {
+            "batches": torch.tensor(B),
+            "sigma2": s2 / B,
+            "d2": (distance2 / B - s2).clamp_min(0.0),
+            "tau2d2": (residual2 / B - (residual2 - B * residual_mean2) / (B - 1)).clamp_min(0.0),
+            "delta": delta,
+            "delta_prime": 1 - (1 - delta) / B,
+            "target_mean_norm2": mean_norm2,
+        }
+
+    def result(self, rule: str = "fedda") -> tuple[Tensor, dict[str, Tensor]]:
+        estimates = self.estimates()
+        return _auto_betas(rule, estimates), estimates
+
+
+def delta_error(
+    rule: str,
+    sigma2,
+    d2=None,
+    tau2d2=None,
+    beta=None,
+    delta=None,
+    target_norm2=None,
+    model_dim: int | None = None,
+):
+    """Delta error Δ² = E‖g_{D_T} − ĝ_rule‖² in closed form (FedGP paper, Thm 4.2 and 4.4):
+
+    target_only σ²;  source_only d²;  fedda (1 − β)²σ² + β²d²;
+    fedgp ((1 − β)² + (2β − β²)/m) σ² + β²τ²d²   (the 1/m term only when `model_dim` m is given);
+    fedgp_threshold ((1 − β)² + (2β − β²)δ/m) σ² + β²δτ²d² + β²(1 − δ)‖g_T‖².
+    Arguments may be floats or tensors (per source).
+    """
+    if rule == "target_only":
+        return sigma2
+    if rule == "source_only":
+        return d2
+    if beta is None:
+        raise ValueError(f"delta_error({rule!r}) needs beta")
+    keep = (1 - beta) ** 2
+    if rule == "fedda":
+        return keep * sigma2 + beta**2 * d2
+    extra = 0.0 if model_dim is None else (2 * beta - beta**2) / model_dim
+    if rule == "fedgp":
+        return (keep + extra) * sigma2 + beta**2 * tau2d2
+    if rule == "fedgp_threshold":
+        return (keep + extra * delta) * sigma2 + beta**2 * delta * tau2d2 + beta**2 * (1 - delta) * target_norm2
+    raise ValueError(f"unknown rule {rule!r}; allowed: target_only, source_only, fedda, fedgp, fedgp_threshold")

@@ -6,7 +6,8 @@ Keys (format "fdabench.cell/1"):
   final (mean of `metric` over the last `final_rounds` rounds), final_rounds,
   rounds [{round, phase ("warmup" | "fda"), <metric>, loss, bytes_uplink, bytes_downlink, seconds, ...
           method-specific logs such as betas and estimates}],
-  bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters),
+  bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters), sources (source
+  client names, the order of per-source logs such as betas),
   wall_seconds, train_seconds, device, threads, partition_hash, versions {fdabench, torch, python}.
 """
 
@@ -42,6 +43,7 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
         "rounds": rounds,
         "bytes": {"uplink_total": uplink, "downlink_total": downlink, "per_round_mean": (uplink + downlink) / len(rounds)},
         "model_size": history["model_size"],
+        "sources": history.get("sources", []),
     }
 
 

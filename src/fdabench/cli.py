@@ -187,10 +187,10 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_figure(args: argparse.Namespace) -> int:
-    from fdabench.report.figures import plot_rounds
+    from fdabench.report.figures import plot_betas, plot_rounds
 
-    if args.kind == "rounds":
-        plot_rounds(args.cells, args.output, args.title)
+    plot = {"rounds": plot_rounds, "betas": plot_betas}[args.kind]
+    plot(args.cells, args.output, args.title)
     return 0
 
 
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_table)
 
     p = sub.add_parser("figure", help="plot cells")
-    p.add_argument("kind", choices=["rounds"], help="rounds: target metric per round, per target and method")
+    p.add_argument("kind", choices=["rounds", "betas"], help="rounds: target metric per round, per target and method; betas: auto-weighting β per source and round")
     p.add_argument("cells", nargs="+", help="cell result files")
     p.add_argument("--output", required=True)
     p.add_argument("--title")

@@ -233,6 +233,13 @@ class Params:
         method_class = METHODS.get(algorithm)
         return algorithm, {**copy.deepcopy(method_class.default_hparams), **variant}
 
+    def logs_betas(self, name: str) -> bool:
+        """Whether the method variant chooses β automatically (its rounds log betas)."""
+        from fdabench.methods import METHODS
+        from fdabench.methods.auto import AutoWeighted
+
+        return issubclass(METHODS.get(self.method_variant(name)[0]), AutoWeighted)
+
     # -- cells ------------------------------------------------------------------------------------
     def cells(self, experiments: list[str] | None = None) -> Iterator[Cell]:
         for experiment in experiments or self.experiment_names():
@@ -327,6 +334,15 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
                     if message:
                         problems.append(f"{where}.targets[{index}]: {message}")
             train = {**source.default_train, **suite.get("train", {}), **exp.get("train", {})}
+            for method in methods or []:
+                if method in known_methods:
+                    algorithm = variants.get(method, {}).get("algorithm", method)
+                    hparams = {k: v for k, v in variants.get(method, {}).items() if k != "algorithm"}
+                    try:
+                        instance = METHODS.get(algorithm)(hparams)
+                    except ValueError:
+                        continue  # already reported under methods.<variant>
+                    problems += [f"{where}: method {method!r}: {problem}" for problem in instance.check(train)]
             missing = [key for key in ("model", "rounds", "warmup_rounds", "local_epochs", "optimizer", "source_lr", "target_lr", "source_batch_size", "target_batch_size") if key not in train]
             if missing:
                 problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")

@@ -50,5 +50,13 @@ def table_outputs():
     return [f"results/{table}.{ext}" for table in PARAMS.tables() for ext in ("csv", "md", "json")]
 
 
+def auto_cell_paths(experiment):
+    """Cells of the experiment's methods that log auto-weighting betas."""
+    methods = [m for m in PARAMS.methods(experiment) if PARAMS.logs_betas(m)]
+    return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
+
+
 def figure_outputs():
-    return [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
+    outputs = [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
+    outputs += [f"results/figures/{experiment}_betas.png" for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
+    return outputs

@@ -32,3 +32,18 @@ rule figure_rounds:
         "../envs/fdabench.yaml"
     shell:
         "fdabench figure rounds {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+
+
+rule figure_betas:
+    input:
+        cells=lambda wildcards: auto_cell_paths(wildcards.experiment),
+    output:
+        "results/figures/{experiment}_betas.png",
+    params:
+        title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: auto-weighting β per source",
+    log:
+        "results/logs/figures/{experiment}_betas.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench figure betas {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"

@@ -92,7 +92,7 @@ def train_locally(
             steps += 1
             if on_step is not None:
                 after = space.get()
-                on_step(after - before)
+                on_step(before.neg_().add_(after))  # G_b = after − before, in place: no extra m-vector
                 before = after
     return LocalResult(update=space.get() - start, steps=steps, samples=samples)
 

@@ -22,7 +22,7 @@ from fdabench.federation.client import LocalSettings, evaluate, loss_function, t
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import Aggregate, RoundInputs, RoundLoopMethod, TargetContext
 from fdabench.models import build_model
 
 RoundCallback = Callable[[dict[str, Any], int], None]
@@ -32,6 +32,15 @@ COUNT_BYTES = 8  # each client also reports its sample count (int64)
 def client_generator(seed: int, client_index: int) -> torch.Generator:
     """The batch-order random stream of one client in one cell (independent of every other client)."""
     return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
+
+
+def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSettings]:
+    """(source, target) local training settings."""
+    common = {"optimizer": settings.optimizer, "momentum": settings.momentum, "weight_decay": settings.weight_decay}
+    return (
+        LocalSettings(settings.source_lr, settings.source_batch_size, settings.local_epochs, **common),
+        LocalSettings(settings.target_lr, settings.target_batch_size, settings.target_local_epochs, **common),
+    )
 
 
 def run_rounds(
@@ -60,16 +69,17 @@ def run_rounds(
         raise ValueError(f"{method.name}: no client trains")
     source_counts = torch.tensor([len(s) for s in sources], dtype=torch.float32, device=device)
     generators = [client_generator(seed, index) for index in range(len(sources) + 1)]
-    source_local = LocalSettings(settings.source_lr, settings.source_batch_size, settings.local_epochs, settings.optimizer, settings.momentum, settings.weight_decay)
-    target_local = LocalSettings(settings.target_lr, settings.target_batch_size, settings.target_local_epochs, settings.optimizer, settings.momentum, settings.weight_decay)
-
+    fda_settings = method.fda_settings(settings)
     warmup_rounds = settings.warmup_rounds if (method.warmup and sources) else 0
     total_rounds = warmup_rounds + settings.rounds
+    source_names = tuple(s.name for s in sources)
     records = []
     for round_index in range(total_rounds):
         started = time.perf_counter()
         phase = "warmup" if round_index < warmup_rounds else "fda"
-        inputs = RoundInputs(round_index, global_params, space.layer_sizes, settings)
+        in_force = settings if phase == "warmup" else fda_settings
+        source_local, target_local = local_settings(in_force)
+        inputs = RoundInputs(round_index, global_params, space.layer_sizes, in_force, source_names=source_names)
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
         if sources:
@@ -86,7 +96,8 @@ def run_rounds(
 
         target_trains = target is not None and phase == "fda"
         if target_trains:
-            observer, statistics = method.target_observer(inputs)
+            space.set(global_params)
+            observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
             result = train_locally(space, global_params, target, target_local, loss_fn, generators[-1], on_step=observer)
             target_buffers = space.get_buffers()
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
@@ -119,4 +130,4 @@ def run_rounds(
         records.append(record)
         if on_round is not None:
             on_round(record, total_rounds)
-    return {"metric": metric, "model_size": space.size, "layer_names": list(space.layer_names), "rounds": records}
+    return {"metric": metric, "model_size": space.size, "layer_names": list(space.layer_names), "sources": list(source_names), "rounds": records}

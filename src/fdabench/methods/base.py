@@ -35,6 +35,18 @@ class RoundInputs:
     target_count: int = 0
     target_steps: int = 0
     target_statistics: Any = None  # what the method's target observer accumulated
+    source_names: tuple[str, ...] = ()
+
+
+@dataclass
+class TargetContext:
+    """What the target holds when it is about to train in an FDA round (for the method's observer)."""
+
+    inputs: RoundInputs
+    space: Any  # ParameterSpace of the shared model (parameters are at `inputs.global_params`)
+    data: Any  # ClientData the target trains on
+    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    seed: int
 
 
 @dataclass
@@ -59,6 +71,11 @@ class Method(ABC):
         if unknown:
             raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}; allowed: {sorted(self.hparams_schema)}")
         self.hparams = {**self.default_hparams, **(hparams or {})}
+
+    def check(self, train: dict[str, Any]) -> list[str]:
+        """Problems with running this method under the experiment's resolved `train` settings
+        (reported by params validation before any job runs); default: none."""
+        return []
 
     @abstractmethod
     def run(
@@ -93,8 +110,13 @@ class RoundLoopMethod(Method):
 
         return run_rounds(self, problem, settings, seed, device, on_round)
 
-    def target_observer(self, inputs: RoundInputs) -> tuple[StepObserver | None, Any]:
-        """Optionally a callback that sees each target optimiser step, and the statistics it fills."""
+    def fda_settings(self, settings: TrainSettings) -> TrainSettings:
+        """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
+        return settings
+
+    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]:
+        """Optionally a callback that sees each target optimiser step, and the statistics it fills
+        (handed to `aggregate` as `inputs.target_statistics`)."""
         return None, None
 
     @abstractmethod

@@ -73,3 +73,56 @@ def plot_rounds(paths: Iterable[str], output: str | Path, title: str | None = No
         grid.figure.suptitle(title, y=1.02)
     save_figure(grid.figure, output)
     plt.close(grid.figure)
+
+
+def betas_frame(paths: Iterable[str]) -> pd.DataFrame:
+    """One row per (cell, round, source) for cells whose rounds log auto-weighting betas."""
+    rows = []
+    for path in paths:
+        cell = read_cell(path)
+        sources = cell.get("sources") or []
+        for record in cell["rounds"]:
+            for index, beta in enumerate(record.get("betas") or []):
+                rows.append(
+                    {
+                        **{key: cell["cell"][key] for key in ("experiment", "method", "target", "seed")},
+                        "round": record["round"] + 1,
+                        "source": sources[index] if index < len(sources) else f"source {index}",
+                        "beta": beta,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def plot_betas(paths: Iterable[str], output: str | Path, title: str | None = None) -> None:
+    """Auto-weighting β per source over rounds (mean over seeds, band ±1 sd): one panel per target
+    (columns) and method (rows), one line per source (FedGP paper, Figures 6-11)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    frame = betas_frame(paths)
+    if frame.empty:
+        raise ValueError("none of these cells logs betas (no auto-weighted method)")
+    grid = sns.relplot(
+        data=frame,
+        x="round",
+        y="beta",
+        hue="source",
+        col="target",
+        col_order=list(dict.fromkeys(frame["target"])),
+        row="method",
+        row_order=list(dict.fromkeys(frame["method"])),
+        kind="line",
+        errorbar="sd",
+        height=2.2,
+        aspect=1.3,
+    )
+    grid.set_axis_labels("round", "β")
+    grid.set_titles(row_template="{row_name}", col_template="target {col_name}")
+    if title:
+        grid.figure.suptitle(title, y=1.02)
+    save_figure(grid.figure, output)
+    plt.close(grid.figure)

@@ -1,0 +1,161 @@
+"""Auto-weighted FedDA and FedGP: β chosen every round, per source, by minimising the estimated Delta
+error (DESIGN.md §2). The target receives the source updates before it trains (Algorithm 1) and folds
+each of its per-batch updates into `StreamingAutoWeights` as it trains, so no B x m matrix is stored.
+
+Estimation inputs, per source: the source update as its mean per-step update at the target's learning
+rate (`scale_alignment: steps_and_lr`, see `fda.source_scale`), and per-batch target updates G_b that are
+either the target's own local optimiser steps (`estimation: local_steps`, the published protocol) or
+one plain gradient step −lr_T ∇ℓ_b(θ) per disjoint batch of `estimation_batch_size` samples at the round's
+starting parameters (`estimation: gradient_batches`, the synthetic theory check's protocol; it does not
+change the target's training). `recompute: once` fixes β after the first FDA round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from fdabench.aggregation import StreamingAutoWeights, delta_error, fedda
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
+from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, source_scale
+
+
+class AutoWeighted(RoundLoopMethod):
+    rule: str  # "fedda" | "fedgp" | "fedgp_threshold" (which Delta error β minimises)
+    warmup = True
+    target_receives_source_updates = True
+    hparams_schema = {
+        "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
+        "estimation": {"enum": ["local_steps", "gradient_batches"], "description": "what the per-batch target updates G_b are"},
+        "estimation_batch_size": {"type": "integer", "minimum": 1, "description": "batch size of gradient_batches estimation"},
+        "recompute": {"enum": ["every_round", "once"]},
+        "lr_decay_after_warmup": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)"},
+        "target_batch_size": {"type": ["integer", "null"], "minimum": 1, "description": "target batch size in FDA rounds (null: the experiment's); small batches give more G_b"},
+    }
+    default_hparams = {
+        "scale_alignment": "steps_and_lr",
+        "estimation": "local_steps",
+        "estimation_batch_size": 2,  # FedGP appendix B estimates with batches of 2
+        "recompute": "every_round",
+        "lr_decay_after_warmup": 1.0,
+        "target_batch_size": None,
+    }
+
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        super().__init__(hparams)
+        self._fixed: tuple[torch.Tensor, dict[str, torch.Tensor]] | None = None
+
+    def check(self, train: dict[str, Any]) -> list[str]:
+        batch = self.hparams["target_batch_size"] or train.get("target_batch_size", 0)
+        if self.hparams["estimation"] == "local_steps" and batch == 0 and train.get("target_local_epochs", 1) < 2:
+            return [
+                f"{self.name} estimates β from the target's per-step updates but the target trains full-batch for one "
+                "epoch (one step per round); set target_batch_size, or estimation: gradient_batches"
+            ]
+        return []
+
+    def fda_settings(self, settings: TrainSettings) -> TrainSettings:
+        decay = self.hparams["lr_decay_after_warmup"]
+        changes: dict[str, Any] = {"source_lr": settings.source_lr * decay, "target_lr": settings.target_lr * decay}
+        if self.hparams["target_batch_size"] is not None:
+            changes["target_batch_size"] = self.hparams["target_batch_size"]
+        return replace(settings, **changes)
+
+    def target_observer(self, context: TargetContext):
+        if self._fixed is not None:
+            return None, None
+        inputs = context.inputs
+        statistics = StreamingAutoWeights(inputs.source_updates, source_scale(inputs, self.hparams["scale_alignment"], 1.0))
+        if self.hparams["estimation"] == "local_steps":
+            return statistics.add, statistics
+        for batch_update in gradient_batch_updates(context, self.hparams["estimation_batch_size"]):
+            statistics.add(batch_update)
+        return None, statistics
+
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        if self._fixed is not None:
+            betas, estimates = self._fixed
+        else:
+            betas, estimates = inputs.target_statistics.result(self.rule)
+            if self.hparams["recompute"] == "once":
+                self._fixed = (betas, estimates)
+        betas = betas.to(inputs.source_updates.dtype)
+        return Aggregate(self.combine(inputs, betas), auto_log(self.rule, betas, estimates))
+
+    def combine(self, inputs: RoundInputs, betas: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def gradient_batch_updates(context: TargetContext, batch_size: int):
+    """−lr_T ∇ℓ_b(θ) for disjoint random batches of `batch_size` target samples at the round's start."""
+    data, space = context.data, context.space
+    generator = torch.Generator().manual_seed(context.seed * 1_000_003 + 7919 * (context.inputs.round_index + 1))
+    order = torch.randperm(len(data), generator=generator).to(data.x.device)
+    batches = len(data) // batch_size
+    model = space.model
+    model.train()
+    lr = context.inputs.settings.target_lr
+    for b in range(batches):
+        index = order[b * batch_size : (b + 1) * batch_size]
+        gradients = torch.autograd.grad(context.loss_fn(model(data.x[index]), data.y[index]), space.parameters)
+        yield torch.cat([g.reshape(-1) for g in gradients]).mul_(-lr)
+
+
+def auto_log(rule: str, betas: torch.Tensor, estimates: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Per-round record: β and the estimates per source, and the estimated Delta error of the choice."""
+    predicted = delta_error(
+        rule,
+        estimates["sigma2"],
+        d2=estimates["d2"],
+        tau2d2=estimates["tau2d2"],
+        beta=betas.double(),
+        delta=estimates["delta_prime"],
+        target_norm2=estimates["target_mean_norm2"],
+    )
+    return {
+        "betas": betas.tolist(),
+        "sigma2_hat": float(estimates["sigma2"]),
+        "d2_hat": estimates["d2"].tolist(),
+        "tau2d2_hat": estimates["tau2d2"].tolist(),
+        "delta_hat": estimates["delta"].tolist(),
+        "estimation_batches": int(estimates["batches"]),
+        "delta_error_hat": predicted.tolist(),
+    }
+
+
+@METHODS.register("fedda_auto")
+class FedDAAuto(AutoWeighted):
+    """FedDA with β_i = σ̂² / (σ̂² + d̂_i²) every round."""
+
+    name = "fedda_auto"
+    description = "FedDA with per-source β minimising the estimated Delta error"
+    rule = "fedda"
+
+    def combine(self, inputs, betas):
+        return fedda(inputs.target_update, inputs.source_updates, betas, inputs.source_counts, layer_sizes=inputs.layer_sizes)
+
+
+@METHODS.register("fedgp_auto")
+class FedGPAuto(AutoWeighted):
+    """FedGP with β_i = σ̂² / (σ̂² + τ²d̂_i²) every round."""
+
+    name = "fedgp_auto"
+    description = "FedGP with per-source β minimising the estimated Delta error"
+    rule = "fedgp"
+    hparams_schema = {**AutoWeighted.hparams_schema, "mode": {"enum": ["projection", "cosine_scaled"]}}
+    default_hparams = {**AutoWeighted.default_hparams, "mode": "projection"}
+
+    def combine(self, inputs, betas):
+        return combine_fedgp(inputs, betas, self.hparams["mode"], self.hparams["scale_alignment"])
+
+
+@METHODS.register("fedgp_auto_threshold")
+class FedGPAutoThreshold(FedGPAuto):
+    """FedGP with the thresholded β_i = σ̂² / (σ̂² + δ'_i τ²d̂_i² + (1 − δ'_i) ‖ḡ‖²)."""
+
+    name = "fedgp_auto_threshold"
+    description = "FedGP with β from the Delta error that accounts for filtered (non-positive) projections"
+    rule = "fedgp_threshold"

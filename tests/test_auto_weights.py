@@ -1,0 +1,117 @@
+"""Auto-weighting estimators (DESIGN.md §2): unbiased on Gaussian updates with known σ² and d², betas in
+closed form, the streaming form equal to the stored one, and the Delta-error closed forms."""
+
+import pytest
+import torch
+
+from fdabench.aggregation import StreamingAutoWeights, auto_weights, delta_error
+
+
+def _truth(mean_target: torch.Tensor, source: torch.Tensor, noise_variance: float, batches: int):
+    unit = source / source.norm()
+    orthogonal = mean_target - (mean_target @ unit) * unit
+    return {
+        "sigma2": noise_variance / batches,
+        "d2": float((mean_target - source).square().sum()),
+        "tau2d2": float(orthogonal.square().sum()),
+    }
+
+
+def test_estimators_are_unbiased_on_gaussian_updates():
+    generator = torch.Generator().manual_seed(0)
+    m, B, draws, noise_variance = 40, 8, 2000, 4.0
+    mean_target = torch.randn(m, generator=generator, dtype=torch.float64) * 0.5
+    shift = torch.randn(m, generator=generator, dtype=torch.float64)
+    source = mean_target + shift * (6.0 / shift.square().sum()).sqrt()  # d² = 6
+    truth = _truth(mean_target, source, noise_variance, B)
+    sums = {"sigma2": 0.0, "d2": 0.0, "tau2d2": 0.0}
+    clamped = 0
+    for _ in range(draws):
+        noise = torch.randn(B, m, generator=generator, dtype=torch.float64) * (noise_variance / m) ** 0.5
+        betas, estimates = auto_weights(mean_target + noise, source[None], rule="fedda")
+        for key in sums:
+            value = estimates[key].reshape(-1)[0].item()
+            sums[key] += value
+            clamped += int(key != "sigma2" and value == 0.0)
+        # the betas are the closed form of the estimates
+        assert betas[0].item() == pytest.approx(estimates["sigma2"].item() / (estimates["sigma2"].item() + estimates["d2"][0].item()))
+    assert clamped < draws * 0.005  # the max(., 0) guard almost never acts here, so no clamping bias
+    for key, total in sums.items():
+        assert total / draws == pytest.approx(truth[key], rel=0.03), key
+
+
+@pytest.mark.parametrize("rule", ["fedda", "fedgp", "fedgp_threshold"])
+def test_betas_closed_form(rule):
+    generator = torch.Generator().manual_seed(1)
+    batches = torch.randn(5, 30, generator=generator) + 0.2
+    sources = torch.randn(3, 30, generator=generator) * 0.3 + 0.2
+    betas, e = auto_weights(batches, sources, rule=rule)
+    if rule == "fedda":
+        expected = e["sigma2"] / (e["sigma2"] + e["d2"])
+    elif rule == "fedgp":
+        expected = e["sigma2"] / (e["sigma2"] + e["tau2d2"])
+    else:
+        expected = e["sigma2"] / (e["sigma2"] + e["delta_prime"] * e["tau2d2"] + (1 - e["delta_prime"]) * e["target_mean_norm2"])
+        assert torch.allclose(e["delta_prime"], 1 - (1 - e["delta"]) / 5)
+    assert torch.allclose(betas, expected)
+    assert ((betas >= 0) & (betas <= 1)).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("rule", ["fedda", "fedgp", "fedgp_threshold"])
+def test_streaming_equals_stored(seed, rule):
+    generator = torch.Generator().manual_seed(seed)
+    B, N, m = 4 + seed, 1 + seed % 3, 1000
+    batches = torch.randn(B, m, generator=generator) * 0.01 + 0.003 * torch.randn(m, generator=generator)
+    sources = torch.randn(N, m, generator=generator) * 0.05
+    scale = torch.rand(N, generator=generator) + 0.1
+    betas, stored = auto_weights(batches, sources, rule=rule, source_scale=scale)
+    streaming = StreamingAutoWeights(sources, source_scale=scale)
+    for batch in batches:
+        streaming.add(batch)
+    streamed_betas, streamed = streaming.result(rule)
+    assert torch.allclose(streamed_betas, betas, rtol=1e-5, atol=0)
+    for key in ("sigma2", "d2", "tau2d2", "delta", "target_mean_norm2"):
+        assert torch.allclose(streamed[key], stored[key], rtol=1e-5, atol=0), key
+
+
+def test_source_scale_is_the_same_as_scaled_sources():
+    generator = torch.Generator().manual_seed(3)
+    batches, sources = torch.randn(6, 50, generator=generator), torch.randn(2, 50, generator=generator)
+    scaled_betas, scaled = auto_weights(batches, sources, source_scale=[0.5, 3.0])
+    direct_betas, direct = auto_weights(batches, sources * torch.tensor([[0.5], [3.0]]))
+    assert torch.allclose(scaled_betas, direct_betas) and torch.allclose(scaled["d2"], direct["d2"])
+
+
+def test_one_batch_is_refused():
+    with pytest.raises(ValueError, match="at least 2 target batches"):
+        auto_weights(torch.randn(1, 5), torch.randn(1, 5))
+    streaming = StreamingAutoWeights(torch.randn(1, 5))
+    streaming.add(torch.randn(5))
+    with pytest.raises(ValueError, match="at least 2 target batches"):
+        streaming.result()
+
+
+def test_zero_over_zero_gives_half():
+    identical = torch.ones(3, 4)
+    betas, estimates = auto_weights(identical, torch.ones(1, 4))
+    assert estimates["sigma2"] == 0 and estimates["d2"][0] == 0 and betas[0] == 0.5
+
+
+def test_delta_error_closed_forms():
+    sigma2, d2, tau2d2 = 0.4, 1.6, 0.3
+    assert delta_error("target_only", sigma2) == sigma2
+    assert delta_error("source_only", sigma2, d2=d2) == d2
+    assert delta_error("fedda", sigma2, d2=d2, beta=0.0) == pytest.approx(sigma2)
+    assert delta_error("fedda", sigma2, d2=d2, beta=1.0) == pytest.approx(d2)
+    best = sigma2 / (sigma2 + d2)  # the minimiser of (1-β)²σ² + β²d²
+    grid = [delta_error("fedda", sigma2, d2=d2, beta=b / 100) for b in range(101)]
+    assert min(grid) >= delta_error("fedda", sigma2, d2=d2, beta=best) - 1e-12
+    assert delta_error("fedda", sigma2, d2=d2, beta=best) == pytest.approx(sigma2 * d2 / (sigma2 + d2))
+    assert delta_error("fedgp", sigma2, tau2d2=tau2d2, beta=0.5) == pytest.approx(0.25 * sigma2 + 0.25 * tau2d2)
+    with_dim = delta_error("fedgp", sigma2, tau2d2=tau2d2, beta=0.5, model_dim=10)
+    assert with_dim == pytest.approx((0.25 + 0.75 / 10) * sigma2 + 0.25 * tau2d2)
+    # the thresholded form equals FedGP's when every projection is kept (δ = 1)
+    assert delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=1.0, target_norm2=9.0) == pytest.approx(0.25 * sigma2 + 0.25 * tau2d2)
+    filtered = delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=0.0, target_norm2=9.0)
+    assert filtered == pytest.approx(0.25 * sigma2 + 0.25 * 9.0)
