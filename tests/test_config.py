@@ -32,7 +32,7 @@ def test_method_typo_names_key_and_allowed_values(raw):
     broken["suites"]["demo"]["methods"] = ["source_only", "fedgpp"]
     message = _error(broken)
     assert "suites.demo.methods[1]: unknown method 'fedgpp'" in message
-    assert "allowed values: fedda, fedgp, oracle, source_only, target_only" in message
+    assert "allowed values: fedda, fedda_auto, fedda_auto_init, fedgp, fedgp_auto, fedgp_auto_init, fedgp_auto_threshold, oracle, source_only, target_only" in message
 
 
 def test_unknown_key(raw):
@@ -90,7 +90,7 @@ def test_variant_needs_a_registered_algorithm(raw):
     broken["methods"]["fedgp_b0.2"] = {"algorithm": "fedgp", "beta": 0.2}
     broken["suites"]["demo"]["methods"].append("fedgp_b0.2")
     params = validate_params(broken)
-    assert params.method_variant("fedgp_b0.2") == ("fedgp", {"beta": 0.2, "mode": "projection"})
+    assert params.method_variant("fedgp_b0.2") == ("fedgp", {"beta": 0.2, "mode": "projection", "scale_alignment": "steps_and_lr"})
 
 
 def test_unknown_suite_and_table_experiment(raw):
@@ -117,7 +117,7 @@ def test_cell_config_resolution_order(raw):
     assert cell.config["train"]["rounds"] == 7  # experiment over suite over dataset defaults
     assert cell.config["train"]["model"] == "mlp"  # suite over dataset default
     assert cell.config["train"]["target_batch_size"] == 16  # dataset default
-    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection"}
+    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr"}
 
 
 def test_load_params_reports_yaml_errors(tmp_path):
