@@ -130,3 +130,11 @@ def test_load_params_reports_yaml_errors(tmp_path):
 def test_exported_schema_is_in_sync(repo_root):
     exported = json.loads((repo_root / "workflow/schemas/params.schema.json").read_text())
     assert exported == json.loads(json.dumps(params_schema())), "run: fdabench schema --output workflow/schemas/params.schema.json"
+
+
+def test_auto_method_with_one_target_step_per_round_is_rejected(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["synthetic"]["methods"] = ["fedda_auto"]
+    message = _error(broken)
+    assert "suites.demo.experiments.synthetic: method 'fedda_auto'" in message
+    assert "set target_batch_size, or estimation: gradient_batches" in message
