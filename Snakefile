@@ -20,6 +20,7 @@ rule all:
     input:
         table_outputs(),
         figure_outputs(),
+        theory_outputs(),
 
 
 rule cells:
@@ -35,3 +36,8 @@ rule tables:
 rule figures:
     input:
         figure_outputs(),
+
+
+rule theory:
+    input:
+        theory_outputs(),

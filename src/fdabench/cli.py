@@ -194,6 +194,38 @@ def cmd_figure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_theory_init(args: argparse.Namespace) -> int:
+    from fdabench.data import Partition, PreparedDataset
+    from fdabench.federation.problem import build_problem
+    from fdabench.federation.settings import TrainSettings
+    from fdabench.io import read_json, write_json_atomic
+    from fdabench.theory import initial_quantities
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    config = args.cell
+    partition = Partition.from_json(read_json(args.partition))
+    problem = build_problem(PreparedDataset.load(args.prepared), partition, resolve_device(config.get("device", "auto")))
+    quantities = initial_quantities(problem, TrainSettings.from_dict(config["train"]), config["seed"], args.beta, args.draws)
+    write_json_atomic(args.output, {"target": config["target"], "seed": config["seed"], "experiment": config["experiment"], **quantities})
+    print(f"{config['target']} seed {config['seed']}: d2 {quantities['d2']:.4g} sigma2 {quantities['sigma2']:.4g} -> predicted {quantities['predicted_winner']}")
+    return 0
+
+
+def cmd_theory_report(args: argparse.Namespace) -> int:
+    from fdabench.cells import read_cell
+    from fdabench.io import read_json, write_text_atomic
+    from fdabench.theory import plot_theory, theory_frame, theory_markdown
+
+    frame = theory_frame([read_json(p) for p in args.initial], [read_cell(p) for p in args.cells], args.roles)
+    write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
+    write_text_atomic(args.md, theory_markdown(frame, args.title))
+    plot_theory(frame, args.png, args.title)
+    print(f"agreement between predicted and actual fixed-beta winners: {frame['agree'].mean():.1%} of {len(frame)} settings")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -248,6 +280,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--title")
     p.set_defaults(handler=cmd_figure)
+
+    theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
+    theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")
+    p = theory_sub.add_parser("init", help="d², σ², τ²d² and the rules' Delta errors at a cell's initial parameters")
+    p.add_argument("--cell", type=_json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target")
+    p.add_argument("--prepared", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
+    p.add_argument("--draws", type=int, default=100, help="Monte Carlo draws for σ²")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--output", required=True)
+    p.set_defaults(handler=cmd_theory_init)
+    p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
+    p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`")
+    p.add_argument("--cells", nargs="+", required=True, help="cell files of the rules")
+    p.add_argument("--roles", type=_json_argument, required=True, help='JSON {"fedda": "<method>", ...} for the roles target_only, source_only, fedda, fedgp, fedda_auto, fedgp_auto')
+    p.add_argument("--csv", required=True)
+    p.add_argument("--md", required=True)
+    p.add_argument("--png", required=True)
+    p.add_argument("--title")
+    p.set_defaults(handler=cmd_theory_report)
     return parser
 
 

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
 NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
 MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"
+THEORY_ROLES = ("target_only", "source_only", "fedda", "fedgp", "fedda_auto", "fedgp_auto")
 
 
 class ParamsError(ValueError):
@@ -61,6 +62,16 @@ def params_schema() -> dict[str, Any]:
         },
         required=["experiments"],
     )
+    roles = {"type": "object", "propertyNames": {"enum": list(THEORY_ROLES)}, "additionalProperties": _name("a method")}
+    theory_check = _object(
+        {
+            "experiment": _name("an experiment of this suite on synthetic_regression"),
+            "roles": {**roles, "description": "method variant playing each rule (default: the rule's own name)"},
+            "draws": {"type": "integer", "minimum": 2, "description": "Monte Carlo draws for σ² at initialisation"},
+            "title": {"type": "string"},
+        },
+        required=["experiment"],
+    )
     suite = _object(
         {
             "seeds": seeds,
@@ -68,6 +79,7 @@ def params_schema() -> dict[str, Any]:
             "train": train,
             "experiments": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": experiment, "minProperties": 1},
             "tables": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": table},
+            "theory_checks": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": theory_check},
         },
         required=["experiments"],
     )
@@ -270,6 +282,19 @@ class Params:
     def tables(self) -> dict[str, dict[str, Any]]:
         return dict(self.suite.get("tables") or {})
 
+    def theory_checks(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("theory_checks") or {})
+
+    def theory_roles(self, check: str) -> dict[str, str]:
+        return {role: role for role in THEORY_ROLES} | self.theory_checks()[check].get("roles", {})
+
+    def theory_beta(self, check: str) -> float:
+        """β of the FedDA and FedGP roles (validated to be equal)."""
+        return float(self.method_variant(self.theory_roles(check)["fedda"])[1]["beta"])
+
+    def theory_init_path(self, experiment: str, target: str, seed: int | str) -> str:
+        return f"results/theory/{self.suite_name}/{experiment}/{target}/seed{seed}.json"
+
 
 def validate_params(raw: Any) -> Params:
     """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
@@ -349,6 +374,23 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             unknown_train = set(train) - set(TRAIN_SCHEMA)
             if unknown_train:
                 problems.append(f"{where}.train: unknown keys {sorted(unknown_train)}")
+        for check_name, check in (suite.get("theory_checks") or {}).items():
+            where = f"{where_suite}.theory_checks.{check_name}"
+            experiment = suite["experiments"].get(check["experiment"])
+            if experiment is None:
+                problems.append(f"{where}.experiment: unknown experiment {check['experiment']!r}; allowed values: {', '.join(suite['experiments'])}")
+                continue
+            if experiment["dataset"] != "synthetic_regression":
+                problems.append(f"{where}.experiment: the theory check needs a synthetic_regression experiment")
+            roles = {role: role for role in THEORY_ROLES} | check.get("roles", {})
+            in_experiment = experiment.get("methods", suite.get("methods", []))
+            for role, method in roles.items():
+                if method not in in_experiment:
+                    problems.append(f"{where}.roles.{role}: method {method!r} is not run by experiment {check['experiment']!r} (its methods: {', '.join(in_experiment)})")
+            betas = {variants.get(roles[r], {}).get("beta", METHODS.get(variants.get(roles[r], {}).get("algorithm", roles[r])).default_hparams.get("beta"))
+                     for r in ("fedda", "fedgp") if roles[r] in known_methods}
+            if len(betas) > 1:
+                problems.append(f"{where}: the fedda and fedgp roles must share one beta (got {sorted(betas)})")
         for table_name, table in (suite.get("tables") or {}).items():
             for index, experiment in enumerate(table["experiments"]):
                 if experiment not in suite["experiments"]:

@@ -28,6 +28,7 @@ wildcard_constraints:
     experiment=_alternatives(PARAMS.experiment_names()),
     dataset=_alternatives(PARAMS.datasets_in_suite()),
     table=_alternatives(PARAMS.tables()),
+    check=_alternatives(PARAMS.theory_checks()),
     method=NAME,
     target=NAME,
     seed=r"\d+",
@@ -60,3 +61,32 @@ def figure_outputs():
     outputs = [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
     outputs += [f"results/figures/{experiment}_betas.png" for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
     return outputs
+
+
+def theory_check_of(experiment):
+    """(check name, beta, draws) of the theory check that uses `experiment`."""
+    for name, check in PARAMS.theory_checks().items():
+        if check["experiment"] == experiment:
+            return name, PARAMS.theory_beta(name), check.get("draws", 100)
+    raise WorkflowError(f"no theory check uses experiment {experiment!r}")
+
+
+def theory_cell_config(wildcards):
+    """The experiment's settings for the target and seed (any method: the model and seed are shared)."""
+    method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
+    return canonical_json(PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed)).config)
+
+
+def theory_init_paths(check):
+    experiment = PARAMS.theory_checks()[check]["experiment"]
+    return [PARAMS.theory_init_path(experiment, target, seed) for target in PARAMS.targets(experiment) for seed in PARAMS.seeds(experiment)]
+
+
+def theory_cell_paths(check):
+    experiment = PARAMS.theory_checks()[check]["experiment"]
+    methods = set(PARAMS.theory_roles(check).values())
+    return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
+
+
+def theory_outputs():
+    return [f"results/{check}.{ext}" for check in PARAMS.theory_checks() for ext in ("csv", "md", "png")]

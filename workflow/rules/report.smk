@@ -47,3 +47,43 @@ rule figure_betas:
         "../envs/fdabench.yaml"
     shell:
         "fdabench figure betas {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+
+
+rule theory_init:
+    input:
+        prepared=lambda wildcards: PARAMS.prepared_path(dataset_of(wildcards.experiment)),
+        partition=f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
+    output:
+        "results/theory/{suite}/{experiment}/{target}/seed{seed}.json",
+    params:
+        cell=theory_cell_config,
+        beta=lambda wildcards: theory_check_of(wildcards.experiment)[1],
+        draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
+    threads: PARAMS.threads_per_cell
+    log:
+        "results/logs/theory/{suite}/{experiment}/{target}/seed{seed}.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench theory init --cell {params.cell:q} --prepared {input.prepared} --partition {input.partition} "
+        "--beta {params.beta} --draws {params.draws} --threads {threads} --output {output} > {log} 2>&1"
+
+
+rule theory_report:
+    input:
+        initial=lambda wildcards: theory_init_paths(wildcards.check),
+        cells=lambda wildcards: theory_cell_paths(wildcards.check),
+    output:
+        csv="results/{check}.csv",
+        md="results/{check}.md",
+        png="results/{check}.png",
+    params:
+        roles=lambda wildcards: canonical_json(PARAMS.theory_roles(wildcards.check)),
+        title=lambda wildcards: PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check),
+    log:
+        "results/logs/theory/{check}.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench theory report --initial {input.initial:q} --cells {input.cells:q} --roles {params.roles:q} "
+        "--csv {output.csv} --md {output.md} --png {output.png} --title {params.title:q} > {log} 2>&1"

@@ -82,12 +82,16 @@ def train_locally(
     batch_size = samples if settings.batch_size <= 0 else min(settings.batch_size, samples)
     steps = 0
     before = start.clone() if on_step is not None else None
+    full_batch = batch_size >= samples
     for _ in range(settings.epochs):
-        order = torch.randperm(samples, generator=generator).to(data.x.device)
+        order = None if full_batch else torch.randperm(samples, generator=generator).to(data.x.device)
         for begin in range(0, samples, batch_size):
-            batch = order[begin : begin + batch_size]
             optimizer.zero_grad()
-            loss_fn(model(data.x[batch]), data.y[batch]).backward()
+            if full_batch:  # the order of a full batch does not matter: no permutation, no copy
+                loss_fn(model(data.x), data.y).backward()
+            else:
+                batch = order[begin : begin + batch_size]
+                loss_fn(model(data.x[batch]), data.y[batch]).backward()
             optimizer.step()
             steps += 1
             if on_step is not None:
