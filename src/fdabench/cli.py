@@ -226,6 +226,35 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from fdabench import bench
+
+    if args.what == "aggregation":
+        import torch
+
+        torch.set_num_threads(args.threads) if args.threads else None
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
+        rows = []
+        for device in devices:
+            rows += bench.aggregation_rows(args.sources, args.sizes, torch.device(device), args.repeats, args.batches)
+        frame = pd.DataFrame(rows)
+        columns = ["device", "N", "m", "floor_s", "floor_GBps", "fedgp_s", "fedgp_ratio", "fedgp_cosine_s", "auto_streaming_s", "auto_streaming_per_batch_ratio"]
+    else:
+        frame = pd.DataFrame(bench.memory_rows(args.sources[0], args.sizes[0], args.batches))
+        frame["budget_(N+3)m4"] = (frame["N"] + 3) * frame["m"] * 4
+        frame["stored_matrix_Bm4"] = frame["B"] * frame["m"] * 4
+        frame["extra_plus_sources"] = frame["extra_bytes"] + frame["N"] * frame["m"] * 4
+        columns = list(frame.columns)
+    print(frame[columns].to_markdown(index=False, floatfmt=".4g"))
+    if args.output:
+        from fdabench.io import write_text_atomic
+
+        write_text_atomic(args.output, frame.to_csv(index=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -280,6 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--title")
     p.set_defaults(handler=cmd_figure)
+
+    p = sub.add_parser("bench", help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory")
+    p.add_argument("what", choices=["aggregation", "memory"])
+    p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
+    p.add_argument("--sizes", type=lambda v: int(float(v)), nargs="+", default=[100_000, 1_000_000, 11_689_512], help="update sizes m (1.1e7 is ResNet-18)")
+    p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")
+    p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--output", help="also write the table as CSV")
+    p.set_defaults(handler=cmd_bench)
 
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")

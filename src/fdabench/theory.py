@@ -134,8 +134,9 @@ def plot_theory(frame, output, title: str | None = None) -> None:
     for axis, (column, panel_title) in zip(axes, panels):
         codes = frame.assign(code=frame[column].str.replace("_auto", "", regex=False).map(names.index)).pivot(index="n", columns="source", values="code")
         codes = codes.reindex(index=sizes, columns=sources)
-        sns.heatmap(codes, ax=axis, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(names) - 0.5, cbar=False, linewidths=0.5, linecolor="white",
-                    annot=np.vectorize(lambda c: names[int(c)].split("_")[0][:6] if c == c else "")(codes.to_numpy()), fmt="", annot_kws={"fontsize": 6})
+        labels = np.array([["" if np.isnan(code) else names[int(code)].split("_")[0] for code in row] for row in codes.to_numpy()])
+        sns.heatmap(codes, ax=axis, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(names) - 0.5, cbar=False, linewidths=0.5,
+                    linecolor="white", annot=labels, fmt="", annot_kws={"fontsize": 6})
         axis.set_title(panel_title)
         axis.set_xlabel("source domain (shift grows →)")
         axis.set_ylabel("labelled target samples n")

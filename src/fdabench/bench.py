@@ -1,0 +1,137 @@
+"""Benchmarks: aggregation and auto-weighting time against the memory-bandwidth floor, and the extra
+memory of streaming vs stored auto-weighting. Run with `fdabench bench aggregation` / `bench memory`.
+
+The floor is the time to read the N + 1 updates once (a plain sum over them): no aggregation rule that
+looks at every coordinate of every update can be faster. Layer boundaries follow ResNet-18's 62
+parameter tensors, scaled to m.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+from fdabench.aggregation import StreamingAutoWeights, auto_weights, fedgp
+
+RESNET18_PARAMETERS = 11_689_512
+
+
+def resnet18_layer_sizes(total: int) -> list[int]:
+    """ResNet-18's parameter-tensor sizes, scaled to sum to `total` (every layer at least 1)."""
+    from torchvision.models import resnet18
+
+    sizes = [p.numel() for p in resnet18(weights=None).parameters()]
+    scaled = [max(1, round(size * total / sum(sizes))) for size in sizes]
+    scaled[scaled.index(max(scaled))] += total - sum(scaled)
+    return scaled
+
+
+def _time(function: Callable[[], Any], device: torch.device, repeats: int) -> float:
+    """Median wall time of `function` over `repeats` runs after one warm-up run."""
+    function()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        function()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    return sorted(times)[len(times) // 2]
+
+
+def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, batches: int) -> list[dict[str, Any]]:
+    rows = []
+    for m in sizes:
+        layer_sizes = resnet18_layer_sizes(m)
+        for count in sources_counts:
+            generator = torch.Generator(device=device).manual_seed(0)
+            sources = torch.empty(count, m, device=device).normal_(generator=generator)
+            target = torch.empty(m, device=device).normal_(generator=generator)
+            weights = torch.ones(count, device=device)
+            batch_updates = torch.empty(batches, m, device=device).normal_(generator=generator)
+
+            floor = _time(lambda: sources.sum(0).add_(target), device, repeats)
+            projection = _time(lambda: fedgp(target, sources, 0.5, weights, layer_sizes=layer_sizes), device, repeats)
+            cosine = _time(lambda: fedgp(target, sources, 0.5, weights, mode="cosine_scaled", layer_sizes=layer_sizes), device, repeats)
+
+            def streaming():
+                statistics = StreamingAutoWeights(sources)
+                for update in batch_updates:
+                    statistics.add(update)
+                return statistics.result("fedgp")
+
+            streamed = _time(streaming, device, repeats)
+            rows.append(
+                {
+                    "device": device.type,
+                    "N": count,
+                    "m": m,
+                    "layers": len(layer_sizes),
+                    "floor_s": floor,
+                    "floor_GBps": (count + 1) * m * 4 / floor / 1e9,
+                    "fedgp_s": projection,
+                    "fedgp_ratio": projection / floor,
+                    "fedgp_cosine_s": cosine,
+                    "auto_streaming_B": batches,
+                    "auto_streaming_s": streamed,
+                    "auto_streaming_per_batch_ratio": streamed / batches / floor,
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            del sources, target, batch_updates
+    return rows
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def memory_probe(mode: str, count: int, m: int, batches: int) -> dict[str, Any]:
+    """Peak memory added by auto-weighting beyond its inputs (the N source updates), in this process.
+
+    streaming: per-batch updates are produced one at a time (as during training) and folded in;
+    stored: the B x m matrix of per-batch updates is built, then `auto_weights` runs on it.
+    """
+    torch.set_num_threads(1)
+    generator = torch.Generator().manual_seed(0)
+    sources = torch.empty(count, m).normal_(generator=generator)
+    probe = torch.empty(m)  # touch the allocator once so the baseline includes its first arena
+    del probe
+    baseline = _peak_rss_bytes()
+    if mode == "streaming":
+        statistics = StreamingAutoWeights(sources)
+        for _ in range(batches):
+            update = torch.empty(m).normal_(generator=generator)
+            statistics.add(update)
+            del update
+        statistics.result("fedgp")
+    elif mode == "stored":
+        matrix = torch.empty(batches, m).normal_(generator=generator)
+        auto_weights(matrix, sources, rule="fedgp")
+    else:
+        raise ValueError(mode)
+    extra = _peak_rss_bytes() - baseline
+    return {"mode": mode, "N": count, "m": m, "B": batches, "extra_bytes": extra, "extra_in_m_floats": extra / (4 * m)}
+
+
+def memory_rows(count: int, m: int, batches: int) -> list[dict[str, Any]]:
+    """Run each probe in a fresh process (peak RSS is per process)."""
+    rows = []
+    for mode in ("streaming", "stored"):
+        command = [sys.executable, "-m", "fdabench.bench", mode, str(count), str(m), str(batches)]
+        result = subprocess.run(command, capture_output=True, text=True, check=True)
+        rows.append(json.loads(result.stdout))
+    return rows
+
+
+if __name__ == "__main__":
+    mode, count, m, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps(memory_probe(mode, count, m, batches)))
