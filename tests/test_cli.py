@@ -12,7 +12,7 @@ from fdabench.io import canonical_json
 @pytest.fixture(scope="module")
 def prepared_inputs(tmp_path_factory, repo_root):
     root = tmp_path_factory.mktemp("cli")
-    prepared = root / "colored_digits.npz"
+    prepared = root / "colored_digits"
     assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
     for seed in (0, 1):
         partition = root / f"partition{seed}.json"

@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True)
     p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
     p.add_argument("--mirror", help="local mirror directory of raw datasets")
-    p.add_argument("--output", required=True, help="the prepared .npz file")
+    p.add_argument("--output", required=True, help="the prepared dataset directory")
     p.set_defaults(handler=cmd_prepare)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")

@@ -189,7 +189,7 @@ class Params:
         return {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
 
     def prepared_path(self, dataset: str) -> str:
-        return f"{self.data_root}/prepared/{dataset}.npz"
+        return f"{self.data_root}/prepared/{dataset}"
 
     def datasets_in_suite(self) -> list[str]:
         return sorted({exp["dataset"] for exp in self.suite["experiments"].values()})

@@ -19,7 +19,7 @@ import torch
 from fdabench.aggregation import delta_error
 from fdabench.federation.client import loss_function
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.problem import FederatedProblem, concatenate
 from fdabench.federation.settings import TrainSettings
 from fdabench.models import build_model
 
@@ -46,15 +46,15 @@ def initial_quantities(
     loss_fn = loss_function(problem.task)
     source = problem.sources[0]
     pool = problem.target_all()
-    population = ClientData("target_domain", torch.cat([pool.x, problem.target_test.x]), torch.cat([pool.y, problem.target_test.y]))
-    g_source = _gradient(space, loss_fn, source.x, source.y)
-    g_target = _gradient(space, loss_fn, population.x, population.y)
+    population = concatenate("target_domain", [pool, problem.target_test])
+    g_source = _gradient(space, loss_fn, source.inputs(), source.labels())
+    g_target = _gradient(space, loss_fn, population.inputs(), population.labels())
     n = len(problem.target_labelled)
     generator = torch.Generator().manual_seed(seed + 1)
     squared_errors = []
     for _ in range(draws):
         index = torch.randperm(len(pool), generator=generator)[:n].to(pool.x.device)
-        squared_errors.append((_gradient(space, loss_fn, pool.x[index], pool.y[index]) - g_target).square().sum())
+        squared_errors.append((_gradient(space, loss_fn, pool.inputs(index), pool.labels(index)) - g_target).square().sum())
     sigma2 = torch.stack(squared_errors).mean()
     d2 = (g_target - g_source).square().sum()
     unit = g_source / g_source.norm()

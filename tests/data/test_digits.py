@@ -65,7 +65,7 @@ def test_prepare_is_deterministic_and_seeded(colored_digits):
 
 
 def test_save_and_load_round_trip(tmp_path, rotated_digits):
-    path = tmp_path / "prepared" / "rotated.npz"
+    path = tmp_path / "prepared" / "rotated"
     rotated_digits.save(path)
     loaded = PreparedDataset.load(path)
     assert loaded.name == rotated_digits.name and loaded.input_shape == rotated_digits.input_shape
@@ -76,4 +76,4 @@ def test_save_and_load_round_trip(tmp_path, rotated_digits):
 
 def test_missing_prepared_file_names_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match="fdabench prepare"):
-        PreparedDataset.load(tmp_path / "nope.npz")
+        PreparedDataset.load(tmp_path / "nope")

@@ -3,7 +3,7 @@
 
 rule prepare:
     output:
-        f"{DATA}/prepared/{{dataset}}.npz",
+        directory(f"{DATA}/prepared/{{dataset}}"),
     params:
         options=lambda wildcards: canonical_json(PARAMS.dataset_options(wildcards.dataset)),
         mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",

@@ -1,7 +1,8 @@
 """The shape every dataset source shares (FLamby style): a name, its domains, its task, and `prepare`.
 
-Prepared datasets are numpy arrays per domain, saved as one `.npz` per dataset; this module and the
-partitioners import no torch, so data jobs start fast.
+Prepared datasets are numpy arrays per domain (inputs float32, or uint8 pixels read as value / 255),
+saved as one directory per dataset; this module and the partitioners import no torch, so data jobs
+start fast.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fdabench.registry import Registry
 
 @dataclass
 class DomainArrays:
-    """All samples of one domain: inputs `x` (n, *input_shape) float32 and labels `y`."""
+    """All samples of one domain: inputs `x` (n, *input_shape), float32 or uint8 pixels, and labels `y`."""
 
     x: np.ndarray
     y: np.ndarray
@@ -40,35 +41,48 @@ class PreparedDataset:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: str | os.PathLike) -> None:
-        from fdabench.io import atomic_path
+        """Write a directory: header.json plus x<i>.npy / y<i>.npy per domain (loaded memory-mapped).
+        The directory appears complete or not at all."""
+        import shutil
+        import tempfile
 
-        arrays: dict[str, np.ndarray] = {}
-        for index, (name, arrays_of_domain) in enumerate(self.domains.items()):
-            arrays[f"x{index}"] = arrays_of_domain.x
-            arrays[f"y{index}"] = arrays_of_domain.y
-        header = {
-            "name": self.name,
-            "task": self.task,
-            "num_outputs": self.num_outputs,
-            "input_shape": list(self.input_shape),
-            "domains": list(self.domains),
-            "meta": self.meta,
-        }
-        arrays["header"] = np.array(json.dumps(header))
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, **arrays)
+        final = Path(path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+        try:
+            for index, arrays in enumerate(self.domains.values()):
+                np.save(staging / f"x{index}.npy", arrays.x, allow_pickle=False)
+                np.save(staging / f"y{index}.npy", arrays.y, allow_pickle=False)
+            header = {
+                "name": self.name,
+                "task": self.task,
+                "num_outputs": self.num_outputs,
+                "input_shape": list(self.input_shape),
+                "domains": list(self.domains),
+                "meta": self.meta,
+            }
+            (staging / "header.json").write_text(json.dumps(header, indent=1) + "\n")
+            staging.chmod(0o777 & ~_umask())
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "PreparedDataset":
-        if not Path(path).exists():
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> "PreparedDataset":
+        """Read a prepared directory; arrays are memory-mapped (read on demand) unless mmap=False."""
+        path = Path(path)
+        header_path = path / "header.json"
+        if not header_path.exists():
             raise FileNotFoundError(f"prepared dataset {path} is missing; run `fdabench prepare` (or snakemake) first")
-        with np.load(path, allow_pickle=False) as archive:
-            header = json.loads(str(archive["header"]))
-            domains = {
-                name: DomainArrays(archive[f"x{index}"], archive[f"y{index}"])
-                for index, name in enumerate(header["domains"])
-            }
+        header = json.loads(header_path.read_text())
+        mode = "r" if mmap else None
+        domains = {
+            name: DomainArrays(np.load(path / f"x{index}.npy", mmap_mode=mode), np.load(path / f"y{index}.npy", mmap_mode=mode))
+            for index, name in enumerate(header["domains"])
+        }
         return cls(
             name=header["name"],
             task=header["task"],
@@ -77,6 +91,12 @@ class PreparedDataset:
             domains=domains,
             meta=header["meta"],
         )
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class DatasetSource(ABC):

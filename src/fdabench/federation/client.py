@@ -88,10 +88,10 @@ def train_locally(
         for begin in range(0, samples, batch_size):
             optimizer.zero_grad()
             if full_batch:  # the order of a full batch does not matter: no permutation, no copy
-                loss_fn(model(data.x), data.y).backward()
+                loss_fn(model(data.inputs()), data.labels()).backward()
             else:
                 batch = order[begin : begin + batch_size]
-                loss_fn(model(data.x[batch]), data.y[batch]).backward()
+                loss_fn(model(data.inputs(batch)), data.labels(batch)).backward()
             optimizer.step()
             steps += 1
             if on_step is not None:
@@ -108,7 +108,8 @@ def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 10
     loss_fn = loss_function(task)
     total_loss, correct = 0.0, 0
     for begin in range(0, len(data), batch_size):
-        x, y = data.x[begin : begin + batch_size], data.y[begin : begin + batch_size]
+        window = slice(begin, begin + batch_size)
+        x, y = data.inputs(window), data.labels(window)
         output = model(x)
         total_loss += float(loss_fn(output, y)) * len(y)
         if task == "classification":

@@ -14,12 +14,42 @@ from fdabench.data.partition import ClientIndices, Partition
 
 @dataclass
 class ClientData:
+    """One client's samples on the compute device. `x` holds the stored inputs (float32, or uint8 pixels
+    read as value / 255); `inputs(index)` gives model inputs with the client's feature noise, if any:
+    fixed per sample (`noise`, drawn once) or redrawn at every read (`noise=None`, from `generator`)."""
+
     name: str
     x: Tensor
     y: Tensor
+    noise_std: float = 0.0
+    noise: Tensor | None = None
+    generator: torch.Generator | None = None
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    def inputs(self, index: Tensor | slice | None = None) -> Tensor:
+        x = self.x if index is None else self.x[index]
+        if x.dtype == torch.uint8:
+            x = x.float().div_(255.0)
+        if self.noise_std:
+            if self.noise is not None:
+                x = x + (self.noise if index is None else self.noise[index])
+            else:
+                x = x + self.noise_std * torch.randn(x.shape, generator=self.generator).to(x.device)
+        return x
+
+    def labels(self, index: Tensor | slice | None = None) -> Tensor:
+        return self.y if index is None else self.y[index]
+
+
+def concatenate(name: str, parts: list[ClientData]) -> ClientData:
+    """Samples of several clients as one (noise settings must agree)."""
+    first = parts[0]
+    if any(part.noise_std != first.noise_std or (part.noise is None) != (first.noise is None) for part in parts):
+        raise ValueError("cannot concatenate clients with different feature noise")
+    noise = torch.cat([part.noise for part in parts]) if first.noise is not None else None
+    return ClientData(name, torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), first.noise_std, noise, first.generator)
 
 
 @dataclass
@@ -34,33 +64,51 @@ class FederatedProblem:
 
     def target_all(self) -> ClientData:
         """The target's labelled and unlabelled training samples together, all with labels (the oracle)."""
-        return ClientData(
-            "target_all",
-            torch.cat([self.target_labelled.x, self.target_unlabelled.x]),
-            torch.cat([self.target_labelled.y, self.target_unlabelled.y]),
-        )
+        return concatenate("target_all", [self.target_labelled, self.target_unlabelled])
+
+
+TRANSFORMS = ("target_noise",)
 
 
 def build_problem(prepared: PreparedDataset, partition: Partition, device: torch.device | str) -> FederatedProblem:
-    """Gather each client's samples from the prepared domains and move them to `device` once."""
+    """Gather each client's samples from the prepared domains and move them to `device` once.
+
+    Partition transforms: `target_noise` {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of
+    standard deviation s (no clamping) to the target's inputs — labelled, unlabelled and test — drawn once
+    per sample from the partition seed ("fixed", reproducible) or afresh at every read ("redraw", as the
+    published code; still seeded).
+    """
     if partition.dataset != prepared.name:
         raise ValueError(f"partition is for {partition.dataset!r}, prepared data is {prepared.name!r}")
-    if partition.transforms:
-        raise ValueError(f"unsupported partition transforms: {sorted(partition.transforms)}")
+    unknown = set(partition.transforms) - set(TRANSFORMS)
+    if unknown:
+        raise ValueError(f"unsupported partition transforms {sorted(unknown)}; allowed: {', '.join(TRANSFORMS)}")
     label_dtype = torch.long if prepared.task == "classification" else torch.float32
+    noise = partition.transforms.get("target_noise", {"std": 0.0, "mode": "fixed"})
+    noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
 
-    def gather(client: ClientIndices) -> ClientData:
+    def gather(client: ClientIndices, noisy: bool = False) -> ClientData:
         arrays = prepared.domains[client.domain]
-        x = torch.from_numpy(np.ascontiguousarray(arrays.x[client.indices])).to(device=device, dtype=torch.float32)
+        x_array = np.ascontiguousarray(arrays.x[client.indices])
+        x = torch.from_numpy(x_array).to(device=device)
+        if x.dtype != torch.uint8:
+            x = x.to(torch.float32)
         y = torch.from_numpy(np.ascontiguousarray(arrays.y[client.indices])).to(device=device, dtype=label_dtype)
-        return ClientData(client.name, x, y)
+        data = ClientData(client.name, x, y)
+        if noisy and noise["std"] > 0:
+            data.noise_std = float(noise["std"])
+            if noise["mode"] == "fixed":
+                data.noise = (noise["std"] * torch.randn(x.shape, generator=noise_generator)).to(device)
+            else:
+                data.generator = noise_generator
+        return data
 
     return FederatedProblem(
         task=prepared.task,
         num_outputs=prepared.num_outputs,
         input_shape=tuple(prepared.input_shape),
         sources=[gather(client) for client in partition.sources],
-        target_labelled=gather(partition.target_labelled),
-        target_unlabelled=gather(partition.target_unlabelled),
-        target_test=gather(partition.target_test),
+        target_labelled=gather(partition.target_labelled, noisy=True),
+        target_unlabelled=gather(partition.target_unlabelled, noisy=True),
+        target_test=gather(partition.target_test, noisy=True),
     )

@@ -100,7 +100,7 @@ def gradient_batch_updates(context: TargetContext, batch_size: int):
     lr = context.inputs.settings.target_lr
     for b in range(batches):
         index = order[b * batch_size : (b + 1) * batch_size]
-        gradients = torch.autograd.grad(context.loss_fn(model(data.x[index]), data.y[index]), space.parameters)
+        gradients = torch.autograd.grad(context.loss_fn(model(data.inputs(index)), data.labels(index)), space.parameters)
         yield torch.cat([g.reshape(-1) for g in gradients]).mul_(-lr)
 
 
