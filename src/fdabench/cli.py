@@ -53,10 +53,31 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     source = get_dataset(args.dataset)
     options = {**source.default_options, **(args.options or {})}
     started = time.perf_counter()
-    prepared = source.prepare(options, mirror=args.mirror)
+    prepared = source.prepare(options, raw_root=args.raw_root)
     prepared.save(args.output)
     sizes = ", ".join(f"{name}: {len(arrays.y)}" for name, arrays in prepared.domains.items())
     print(f"prepared {args.dataset} ({sizes}) in {time.perf_counter() - started:.1f}s -> {args.output}")
+    return 0
+
+
+def cmd_acquire(args: argparse.Namespace) -> int:
+    from fdabench.data.raw import RawDataMissing, acquire, verify_acquired
+
+    try:
+        if args.verify:
+            verify_acquired(args.raw, args.root)
+            print(f"{args.root}/{args.raw}: content unchanged since acquisition")
+        else:
+            import os
+
+            from fdabench.config import MIRROR_ENVIRONMENT_VARIABLE
+
+            mirror = args.mirror or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE)
+            path = acquire(args.raw, args.root, mirror=mirror, download=args.download)
+            print(f"{args.raw}: verified -> {path}")
+    except RawDataMissing as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -274,9 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="build a dataset's domains (embedded, generated or from raw files)")
     p.add_argument("--dataset", required=True)
     p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
-    p.add_argument("--mirror", help="local mirror directory of raw datasets")
+    p.add_argument("--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)")
     p.add_argument("--output", required=True, help="the prepared dataset directory")
     p.set_defaults(handler=cmd_prepare)
+
+    p = sub.add_parser("acquire", help="bring a raw dataset into data/raw from a mirror (or, with --download, its source), verified")
+    p.add_argument("--raw", required=True, help="raw dataset name (e.g. FashionMNIST, MNIST, CIFAR10, heart_disease, PACS)")
+    p.add_argument("--root", default="data/raw", help="where raw datasets are kept")
+    p.add_argument("--mirror", help="local mirror directory (default: $FDABENCH_DATA_MIRROR)")
+    p.add_argument("--download", action="store_true", help="download from the canonical source when the mirror lacks it (network)")
+    p.add_argument("--verify", action="store_true", help="re-check an acquired dataset against its manifest")
+    p.set_defaults(handler=cmd_acquire)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
     p.add_argument("--prepared", required=True)

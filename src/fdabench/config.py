@@ -104,6 +104,7 @@ def params_schema() -> dict[str, Any]:
                     {
                         "root": {"type": "string", "description": "where prepared data and partitions are written"},
                         "mirror": {"type": ["string", "null"], "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})"},
+                        "download": {"type": "boolean", "description": "let `acquire` download raw datasets the mirror lacks (network; default false)"},
                     }
                 ),
                 "datasets": _object(dataset_options, description="per-dataset options; unset keys take the dataset's defaults"),
@@ -180,6 +181,7 @@ class Params:
         data = raw.get("data") or {}
         self.data_root: str = data.get("root", "data")
         self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
+        self.download: bool = bool(data.get("download", False))
 
     # -- datasets ---------------------------------------------------------------------------------
     def dataset_options(self, dataset: str) -> dict[str, Any]:
@@ -187,6 +189,16 @@ class Params:
 
         source = get_dataset(dataset)
         return {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
+
+    def raw_paths(self, dataset: str) -> list[str]:
+        from fdabench.data import get_dataset
+
+        return [f"{self.data_root}/raw/{raw}" for raw in get_dataset(dataset).raw_datasets]
+
+    def raw_in_suite(self) -> list[str]:
+        from fdabench.data import get_dataset
+
+        return sorted({raw for dataset in self.datasets_in_suite() for raw in get_dataset(dataset).raw_datasets})
 
     def prepared_path(self, dataset: str) -> str:
         return f"{self.data_root}/prepared/{dataset}"

@@ -27,6 +27,7 @@ wildcard_constraints:
     suite=re.escape(SUITE),
     experiment=_alternatives(PARAMS.experiment_names()),
     dataset=_alternatives(PARAMS.datasets_in_suite()),
+    raw=_alternatives(PARAMS.raw_in_suite()),
     table=_alternatives(PARAMS.tables()),
     check=_alternatives(PARAMS.theory_checks()),
     method=NAME,

@@ -1,18 +1,36 @@
-# Data: embedded / generated / raw datasets -> prepared arrays -> one partition per (experiment, target, seed).
+# Data: raw datasets (mirror or explicit download) -> prepared arrays -> one partition per (experiment,
+# target, seed). Embedded datasets need no raw data.
+
+
+rule acquire:
+    output:
+        directory(f"{DATA}/raw/{{raw}}"),
+    params:
+        root=f"{DATA}/raw",
+        mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
+        download="--download" if PARAMS.download else "",
+    log:
+        "results/logs/acquire/{raw}.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench acquire --raw {wildcards.raw} --root {params.root} {params.mirror} {params.download} > {log} 2>&1"
 
 
 rule prepare:
+    input:
+        raw=lambda wildcards: PARAMS.raw_paths(wildcards.dataset),
     output:
         directory(f"{DATA}/prepared/{{dataset}}"),
     params:
         options=lambda wildcards: canonical_json(PARAMS.dataset_options(wildcards.dataset)),
-        mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
+        raw_root=f"{DATA}/raw",
     log:
         "results/logs/prepare/{dataset}.log",
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} {params.mirror} "
+        "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} --raw-root {DATA}/raw "
         "--output {output} > {log} 2>&1"
 
 

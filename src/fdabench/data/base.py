@@ -21,14 +21,19 @@ from fdabench.registry import Registry
 
 @dataclass
 class DomainArrays:
-    """All samples of one domain: inputs `x` (n, *input_shape), float32 or uint8 pixels, and labels `y`."""
+    """All samples of one domain: inputs `x` (n, *input_shape), float32 or uint8 pixels, labels `y`, and
+    optional auxiliary labels (e.g. sex, age decade) used as extra training targets, never as inputs."""
 
     x: np.ndarray
     y: np.ndarray
+    aux: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.x) != len(self.y):
             raise ValueError(f"x has {len(self.x)} rows but y has {len(self.y)}")
+        for name, values in self.aux.items():
+            if len(values) != len(self.y):
+                raise ValueError(f"auxiliary label {name!r} has {len(values)} rows, expected {len(self.y)}")
 
 
 @dataclass
@@ -50,15 +55,21 @@ class PreparedDataset:
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
         try:
+            aux_names = sorted(next(iter(self.domains.values())).aux) if self.domains else []
             for index, arrays in enumerate(self.domains.values()):
+                if sorted(arrays.aux) != aux_names:
+                    raise ValueError("every domain must carry the same auxiliary labels")
                 np.save(staging / f"x{index}.npy", arrays.x, allow_pickle=False)
                 np.save(staging / f"y{index}.npy", arrays.y, allow_pickle=False)
+                for aux_index, name in enumerate(aux_names):
+                    np.save(staging / f"aux{index}_{aux_index}.npy", arrays.aux[name], allow_pickle=False)
             header = {
                 "name": self.name,
                 "task": self.task,
                 "num_outputs": self.num_outputs,
                 "input_shape": list(self.input_shape),
                 "domains": list(self.domains),
+                "auxiliary": aux_names,
                 "meta": self.meta,
             }
             (staging / "header.json").write_text(json.dumps(header, indent=1) + "\n")
@@ -79,8 +90,13 @@ class PreparedDataset:
             raise FileNotFoundError(f"prepared dataset {path} is missing; run `fdabench prepare` (or snakemake) first")
         header = json.loads(header_path.read_text())
         mode = "r" if mmap else None
+        aux_names = header.get("auxiliary", [])
         domains = {
-            name: DomainArrays(np.load(path / f"x{index}.npy", mmap_mode=mode), np.load(path / f"y{index}.npy", mmap_mode=mode))
+            name: DomainArrays(
+                np.load(path / f"x{index}.npy", mmap_mode=mode),
+                np.load(path / f"y{index}.npy", mmap_mode=mode),
+                {aux: np.load(path / f"aux{index}_{k}.npy", mmap_mode=mode) for k, aux in enumerate(aux_names)},
+            )
             for index, name in enumerate(header["domains"])
         }
         return cls(
@@ -115,12 +131,17 @@ class DatasetSource(ABC):
     default_train: ClassVar[dict[str, Any]] = {}
     #: default partition options (params.yaml `partition`).
     default_partition: ClassVar[dict[str, Any]] = {}
-    #: True when `prepare` needs raw files from a mirror or a download (never for embedded datasets).
-    needs_raw_data: ClassVar[bool] = False
+    #: names of the raw datasets (fdabench.data.raw) that `prepare` reads; empty for embedded datasets.
+    raw_datasets: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def needs_raw_data(self) -> bool:
+        return bool(self.raw_datasets)
 
     @abstractmethod
-    def prepare(self, options: dict[str, Any], mirror: str | None = None) -> PreparedDataset:
-        """Build every domain's arrays from embedded, generated or raw data."""
+    def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
+        """Build every domain's arrays from embedded or generated data, or from the raw datasets found
+        under `raw_root` (data/raw, or a mirror: the same layout)."""
 
     def target_names(self, partition_options: dict[str, Any]) -> list[str]:
         """The names `targets: all` expands to (default: every domain)."""

@@ -57,7 +57,7 @@ class ColoredDigits(DatasetSource):
     default_train = _DIGITS_TRAIN
     default_partition = {"holdout_fraction": 0.2, "target_labelled": 48}
 
-    def prepare(self, options: dict[str, Any], mirror: str | None = None) -> PreparedDataset:
+    def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         images, digits = _shuffled_digits(options["seed"])
         rng = np.random.default_rng(options["seed"] + 1)
         domains = {}
@@ -84,7 +84,7 @@ class RotatedDigits(DatasetSource):
     default_train = _DIGITS_TRAIN
     default_partition = {"holdout_fraction": 0.2, "target_labelled": 48}
 
-    def prepare(self, options: dict[str, Any], mirror: str | None = None) -> PreparedDataset:
+    def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         from scipy.ndimage import rotate
 
         images, digits = _shuffled_digits(options["seed"])

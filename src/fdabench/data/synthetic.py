@@ -77,7 +77,7 @@ class SyntheticRegression(DatasetSource):
     }
     default_partition = {"test_fraction": 0.2, "target_sizes": list(PUBLISHED_TARGET_SIZES)}
 
-    def prepare(self, options: dict[str, Any], mirror: str | None = None) -> PreparedDataset:
+    def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         rng = np.random.default_rng(options["seed"])
         dim, outputs, basis = options["input_dim"], options["output_dim"], options["basis_functions"]
         mixture_centres = rng.uniform(-0.5, 0.5, size=(options["mixture_components"], dim))
