@@ -1,5 +1,6 @@
 # Shared helpers: validate params.yaml before anything runs and resolve cells, paths and wildcards.
 
+import os
 import re
 import shutil
 

@@ -6,7 +6,7 @@ rule acquire:
     output:
         directory(f"{DATA}/raw/{{raw}}"),
     params:
-        root=f"{DATA}/raw",
+        root=lambda wildcards, output: os.path.dirname(output[0]),
         mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
         download="--download" if PARAMS.download else "",
     log:
@@ -24,13 +24,13 @@ rule prepare:
         directory(f"{DATA}/prepared/{{dataset}}"),
     params:
         options=lambda wildcards: canonical_json(PARAMS.dataset_options(wildcards.dataset)),
-        raw_root=f"{DATA}/raw",
+        raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output[0])), "raw"),
     log:
         "results/logs/prepare/{dataset}.log",
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} --raw-root {DATA}/raw "
+        "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} --raw-root {params.raw_root} "
         "--output {output} > {log} 2>&1"
 
 
