@@ -40,7 +40,7 @@ def test_unknown_key(raw):
     broken["suites"]["demo"]["experiments"]["colored_digits"]["trian"] = {}
     message = _error(broken)
     assert "suites.demo.experiments.colored_digits: unknown key(s) 'trian'" in message
-    assert "allowed keys: dataset, methods, partition, seeds, targets, train" in message
+    assert "allowed keys: dataset, methods, partition, partitioner, seeds, targets, train" in message
 
 
 def test_wrong_type(raw):

@@ -85,10 +85,12 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner
     from fdabench.io import write_json_atomic
 
+    from fdabench.config import resolve_partition_options
+
     prepared = PreparedDataset.load(args.prepared)
-    source = get_dataset(prepared.name)
-    options = {**source.default_partition, **(args.options or {})}
-    partition = get_partitioner(source.partitioner).split(prepared, args.target, args.seed, options)
+    partitioner = args.partitioner or get_dataset(prepared.name).partitioner
+    options = resolve_partition_options(prepared.name, partitioner, args.options or {})
+    partition = get_partitioner(partitioner).split(prepared, args.target, args.seed, options)
     payload = partition.to_json(prepared)
     write_json_atomic(args.output, payload)
     counts = ", ".join(f"{c['name']}: {c['count']}" for c in payload["clients"])
@@ -311,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prepared", required=True)
     p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
     p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--partitioner", help="partitioner name (default: the dataset's)")
     p.add_argument("--options", type=_json_argument, help="partitioner options as JSON (defaults fill the rest)")
     p.add_argument("--output", required=True, help="the partition JSON (indices and manifest)")
     p.set_defaults(handler=cmd_partition)

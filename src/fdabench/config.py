@@ -35,7 +35,7 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, descr
 
 def params_schema() -> dict[str, Any]:
     """The JSON schema of params.yaml; registered names (datasets, methods, models) are enums."""
-    from fdabench.data import DATASETS
+    from fdabench.data import DATASETS, PARTITIONERS
     from fdabench.federation.settings import TRAIN_SCHEMA
     from fdabench.methods import METHODS
     from fdabench.models import MODELS
@@ -47,6 +47,7 @@ def params_schema() -> dict[str, Any]:
     experiment = _object(
         {
             "dataset": {"enum": DATASETS.names(), "description": "dataset registry name"},
+            "partitioner": {"enum": PARTITIONERS.names(), "description": "how clients are formed (default: the dataset's)"},
             "targets": {"oneOf": [{"const": "all"}, name_list], "description": "target domains, or 'all'"},
             "methods": {**name_list, "description": "method variants (keys of `methods`) or registered methods"},
             "seeds": seeds,
@@ -213,22 +214,27 @@ class Params:
     def experiment_names(self) -> list[str]:
         return list(self.suite["experiments"])
 
-    def partition_options(self, experiment: str) -> dict[str, Any]:
+    def partitioner(self, experiment: str) -> str:
         from fdabench.data import get_dataset
 
         exp = self.experiment(experiment)
-        return {**copy.deepcopy(get_dataset(exp["dataset"]).default_partition), **exp.get("partition", {})}
+        return exp.get("partitioner", get_dataset(exp["dataset"]).partitioner)
+
+    def partition_options(self, experiment: str) -> dict[str, Any]:
+        exp = self.experiment(experiment)
+        return resolve_partition_options(exp["dataset"], exp.get("partitioner"), exp.get("partition", {}))
 
     def partition_path(self, experiment: str, target: str, seed: int | str) -> str:
         return f"{self.data_root}/partitions/{self.suite_name}/{experiment}/{target}/seed{seed}.json"
 
     def targets(self, experiment: str) -> list[str]:
-        from fdabench.data import get_dataset
+        from fdabench.data import get_dataset, get_partitioner
 
         exp = self.experiment(experiment)
         targets = exp.get("targets", "all")
         if targets == "all":
-            return get_dataset(exp["dataset"]).target_names(self.partition_options(experiment))
+            partitioner = get_partitioner(self.partitioner(experiment))
+            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment))
         return list(targets)
 
     def seeds(self, experiment: str) -> list[int]:
@@ -285,6 +291,7 @@ class Params:
             "target": target,
             "seed": int(seed),
             "dataset_options": self.dataset_options(exp["dataset"]),
+            "partitioner": self.partitioner(experiment),
             "partition": self.partition_options(experiment),
             "train": self.train_settings(experiment),
             "device": self.device,
@@ -321,6 +328,18 @@ def validate_params(raw: Any) -> Params:
     return Params(raw)
 
 
+def resolve_partition_options(dataset: str, partitioner: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Partitioner defaults < the dataset's defaults (for its own partitioner) < the experiment's."""
+    from fdabench.data import get_dataset, get_partitioner
+
+    source = get_dataset(dataset)
+    name = partitioner or source.partitioner
+    defaults = dict(get_partitioner(name).default_options)
+    if name == source.partitioner:
+        defaults.update(source.default_partition)
+    return {**copy.deepcopy(defaults), **overrides}
+
+
 def _report(problems: list[str]) -> str:
     return "invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems)
 
@@ -355,8 +374,8 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
         for exp_name, exp in suite["experiments"].items():
             where = f"{where_suite}.experiments.{exp_name}"
             source = get_dataset(exp["dataset"])
-            partitioner = get_partitioner(source.partitioner)
-            partition = {**source.default_partition, **exp.get("partition", {})}
+            partitioner = get_partitioner(exp.get("partitioner", source.partitioner))
+            partition = resolve_partition_options(exp["dataset"], exp.get("partitioner"), exp.get("partition", {}))
             problems += _schema_errors(exp.get("partition", {}), _object(partitioner.options_schema), prefix=(*where.split("."), "partition"))
             methods = exp.get("methods", suite.get("methods"))
             if not methods:

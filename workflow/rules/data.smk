@@ -40,6 +40,7 @@ rule partition:
     output:
         f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
     params:
+        partitioner=lambda wildcards: PARAMS.partitioner(wildcards.experiment),
         options=lambda wildcards: canonical_json(PARAMS.partition_options(wildcards.experiment)),
     log:
         "results/logs/partition/{suite}/{experiment}/{target}/seed{seed}.log",
@@ -47,4 +48,4 @@ rule partition:
         "../envs/fdabench.yaml"
     shell:
         "fdabench partition --prepared {input.prepared} --target={wildcards.target:q} --seed {wildcards.seed} "
-        "--options {params.options:q} --output {output} > {log} 2>&1"
+        "--partitioner {params.partitioner} --options {params.options:q} --output {output} > {log} 2>&1"

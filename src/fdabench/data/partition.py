@@ -103,14 +103,20 @@ class Partitioner(ABC):
 
     name: ClassVar[str]
     options_schema: ClassVar[dict[str, Any]]
+    #: options used when the dataset's own defaults (for its default partitioner) do not apply
+    default_options: ClassVar[dict[str, Any]] = {}
 
     @abstractmethod
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
         ...
 
+    def target_names(self, source: DatasetSource, options: dict[str, Any]) -> list[str]:
+        """What `targets: all` means for this partitioner on `source` (default: the dataset's targets)."""
+        return source.target_names(options)
+
     def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any]) -> str | None:
         """An error message when `target` is not a valid target name for this dataset, else None."""
-        allowed = source.target_names(options)
+        allowed = self.target_names(source, options)
         if target not in allowed:
             return f"{target!r} is not a target of {source.name}; allowed: {', '.join(allowed)}"
         return None
@@ -120,8 +126,8 @@ PARTITIONERS: Registry[type[Partitioner]] = Registry("partitioner")
 
 
 def _fraction_or_count(value: float | int, total: int, what: str) -> int:
-    """A count given directly (integer >= 1) or as a fraction of `total` (0 < value < 1)."""
-    count = int(value) if (isinstance(value, int) or value >= 1) else int(round(value * total))
+    """A count (an integer) or a fraction of `total` (a float in (0, 1]; 1.0 = all)."""
+    count = int(value) if (isinstance(value, int) or value > 1) else int(round(value * total))
     if not 0 < count <= total:
         raise ValueError(f"{what} = {value} selects {count} of {total} samples; need between 1 and {total}")
     return count
@@ -134,12 +140,22 @@ class LeaveOneDomainOut(Partitioner):
     samples of its 'in' split (a count, or a fraction of it) are labelled; the rest of 'in' is unlabelled."""
 
     name = "leave_one_domain_out"
+    default_options = {"holdout_fraction": 0.2, "target_labelled": 0.1}
     options_schema = {
         "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
-            "description": "labelled target samples: a count (>= 1) or a fraction of the target's 'in' split (< 1)",
+            "description": "labelled target samples: a count (an integer) or a fraction of the target's 'in' split (a float <= 1; 1.0 = all)",
+        },
+        "target_labelled_overrides": {
+            "type": "object",
+            "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
+            "description": "per-target value of target_labelled (e.g. a small centre labelled in full)",
+        },
+        "standardize": {
+            "type": "boolean",
+            "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the training clients only (never the target's test split)",
         },
     }
 
@@ -152,7 +168,8 @@ class LeaveOneDomainOut(Partitioner):
             out_count = int(round(options["holdout_fraction"] * len(order)))
             out_split, in_split = order[:out_count], order[out_count:]
             if domain == target:
-                labelled = _fraction_or_count(options["target_labelled"], len(in_split), "target_labelled")
+                wanted = options.get("target_labelled_overrides", {}).get(target, options["target_labelled"])
+                labelled = _fraction_or_count(wanted, len(in_split), "target_labelled")
                 target_parts = {"labelled": in_split[:labelled], "unlabelled": in_split[labelled:], "test": out_split}
             else:
                 sources.append(ClientIndices(domain, domain, np.sort(in_split)))
@@ -168,6 +185,7 @@ class LeaveOneDomainOut(Partitioner):
             target_unlabelled=ClientIndices("target_unlabelled", target, np.sort(target_parts["unlabelled"])),
             target_test=ClientIndices("target_test", target, np.sort(target_parts["test"])),
             holdout=holdout,
+            transforms={"standardize": {}} if options.get("standardize") else {},
         )
 
 
@@ -182,6 +200,7 @@ class ShiftAndSubsample(Partitioner):
     domains that are not the chosen source are left out."""
 
     name = "shift_and_subsample"
+    default_options = {"test_fraction": 0.2, "target_sizes": [14, 27, 49, 90, 164, 299, 546, 994, 1810]}
     options_schema = {
         "test_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
         "target_sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1},
@@ -221,3 +240,146 @@ class ShiftAndSubsample(Partitioner):
 
 def get_partitioner(name: str) -> Partitioner:
     return PARTITIONERS.get(name)()
+
+
+_NOISE_TARGET = re.compile(r"^noise(?P<std>\d+(\.\d+)?)(-n(?P<labelled>\d+))?$")
+_LABEL_SPLIT = re.compile(r"^label(?P<classes>\d+)$")
+
+
+def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """Indices of `labels` dealt to `clients`: "iid" (equal random shares) or "label<k>" (each client
+    holds k classes, assigned cyclically after a seeded relabelling, every class shared equally among the
+    clients that hold it)."""
+    if split == "iid":
+        return [np.sort(part) for part in np.array_split(rng.permutation(len(labels)), clients)]
+    match = _LABEL_SPLIT.match(split)
+    if match is None:
+        raise ValueError(f"unknown split {split!r}; use iid or label<k>")
+    classes = np.unique(labels)
+    per_client = int(match["classes"])
+    if not 0 < per_client <= len(classes):
+        raise ValueError(f"{split}: need between 1 and {len(classes)} classes per client")
+    shuffled = rng.permutation(classes)
+    holders: dict[int, list[int]] = {int(c): [] for c in classes}
+    for client in range(clients):
+        for j in range(per_client):
+            holders[int(shuffled[(client * per_client + j) % len(classes)])].append(client)
+    parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+    for label, owners in holders.items():
+        if not owners:
+            continue
+        members = rng.permutation(np.flatnonzero(labels == label))
+        for owner, share in zip(owners, np.array_split(members, len(owners))):
+            parts[owner].append(share)
+    return [np.sort(np.concatenate(p)) if p else np.array([], dtype=np.int64) for p in parts]
+
+
+@PARTITIONERS.register("feature_noise")
+class FeatureNoise(Partitioner):
+    """Noisy features (FedGP paper): the `train` domain split into `clients` clients (the last is the
+    target) iid or by label; Gaussian noise of std s added to the target's inputs only. Targets are named
+    "noise<s>" or "noise<s>-n<labelled>" (overriding target_labelled). The target's labelled samples come
+    from its partition; it is tested on the `test` domain (target_test: test_domain) or on the rest of its
+    partition (target_test: rest)."""
+
+    name = "feature_noise"
+    default_options = {"clients": 10, "split": "iid", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
+    options_schema = {
+        "clients": {"type": "integer", "minimum": 2, "description": "sources + 1 target"},
+        "split": {"type": "string", "pattern": "^(iid|label[0-9]+)$", "description": "iid or label<k> (k classes per client)"},
+        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "description": "count (integer) or fraction of the target's partition (float <= 1)"},
+        "target_test": {"enum": ["test_domain", "rest"]},
+        "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)"},
+    }
+
+    def target_names(self, source, options: dict[str, Any]) -> list[str]:
+        return ["noise0", "noise0.2", "noise0.4", "noise0.6", "noise0.8"]  # the published noise levels
+
+    def validate_target(self, source, target: str, options: dict[str, Any]) -> str | None:
+        if _NOISE_TARGET.match(target) is None:
+            return f"{target!r} is not a target of {source.name}; use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
+        return None
+
+    def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
+        match = _NOISE_TARGET.match(target)
+        if match is None:
+            raise ValueError(f"target {target!r} must look like noise<std> or noise<std>-n<labelled>")
+        rng = np.random.default_rng(seed)
+        labels = np.asarray(prepared.domains["train"].y)
+        parts = _split_clients(labels, options["clients"], options["split"], rng)
+        sources = [ClientIndices(f"client{index}", "train", part) for index, part in enumerate(parts[:-1])]
+        target_part = rng.permutation(parts[-1])
+        wanted = int(match["labelled"]) if match["labelled"] else options["target_labelled"]
+        labelled_count = _fraction_or_count(wanted, len(target_part), "target_labelled")
+        labelled, rest = np.sort(target_part[:labelled_count]), np.sort(target_part[labelled_count:])
+        if options["target_test"] == "test_domain":
+            unlabelled, test = ClientIndices("target_unlabelled", "train", rest), ClientIndices("target_test", "test", np.arange(len(prepared.domains["test"].y)))
+        else:
+            unlabelled, test = ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)), ClientIndices("target_test", "train", rest)
+        return Partition(
+            dataset=prepared.name,
+            target=target,
+            seed=seed,
+            partitioner=self.name,
+            options=dict(options),
+            sources=sources,
+            target_labelled=ClientIndices("target_labelled", "train", labelled),
+            target_unlabelled=unlabelled,
+            target_test=test,
+            transforms={"target_noise": {"std": float(match["std"]), "mode": options["noise_mode"]}},
+        )
+
+
+_ETA_TARGET = re.compile(r"^eta(?P<eta>\d+(\.\d+)?)$")
+
+
+@PARTITIONERS.register("label_shift")
+class LabelShift(Partitioner):
+    """Label shift (FedGP paper): the `train` domain's classes split into a minority group (default
+    {8, 6, 9}) and the rest. The sources share, iid, a fraction η of the minority group and 1 − η of the
+    rest; the target holds the remainder (1 − η of the minority group, η of the rest), labels a fraction
+    `target_labelled` of it (published: 15%) and is tested on the rest. Targets are named "eta<η>"."""
+
+    name = "label_shift"
+    # FedGP paper: classes {8, 6, 9} against the other 7; 10 clients; the target trains on 15% of its data.
+    default_options = {"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15}
+    options_schema = {
+        "clients": {"type": "integer", "minimum": 2},
+        "minority_classes": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True},
+        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    }
+
+    def target_names(self, source, options: dict[str, Any]) -> list[str]:
+        return ["eta0.45", "eta0.3", "eta0.15", "eta0.1", "eta0.05", "eta0"]  # the published η
+
+    def validate_target(self, source, target: str, options: dict[str, Any]) -> str | None:
+        match = _ETA_TARGET.match(target)
+        if match is None or not 0 <= float(match["eta"]) <= 1:
+            return f"{target!r} is not a target of {source.name}; use 'eta<η>' with 0 <= η <= 1 (e.g. eta0.15)"
+        return None
+
+    def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
+        match = _ETA_TARGET.match(target)
+        if match is None:
+            raise ValueError(f"target {target!r} must look like eta<η>")
+        eta = float(match["eta"])
+        rng = np.random.default_rng(seed)
+        labels = np.asarray(prepared.domains["train"].y)
+        minority = np.isin(labels, options["minority_classes"])
+        group_a, group_b = rng.permutation(np.flatnonzero(minority)), rng.permutation(np.flatnonzero(~minority))
+        cut_a, cut_b = int(round(eta * len(group_a))), int(round((1 - eta) * len(group_b)))
+        source_pool = rng.permutation(np.concatenate([group_a[:cut_a], group_b[:cut_b]]))
+        target_pool = rng.permutation(np.concatenate([group_a[cut_a:], group_b[cut_b:]]))
+        sources = [ClientIndices(f"client{i}", "train", np.sort(part)) for i, part in enumerate(np.array_split(source_pool, options["clients"] - 1))]
+        labelled_count = _fraction_or_count(float(options["target_labelled"]), len(target_pool), "target_labelled")
+        return Partition(
+            dataset=prepared.name,
+            target=target,
+            seed=seed,
+            partitioner=self.name,
+            options=dict(options),
+            sources=sources,
+            target_labelled=ClientIndices("target_labelled", "train", np.sort(target_pool[:labelled_count])),
+            target_unlabelled=ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)),
+            target_test=ClientIndices("target_test", "train", np.sort(target_pool[labelled_count:])),
+        )

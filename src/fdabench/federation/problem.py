@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ class ClientData:
     noise_std: float = 0.0
     noise: Tensor | None = None
     generator: torch.Generator | None = None
+    aux: dict[str, Tensor] = field(default_factory=dict)  # auxiliary labels (never model inputs)
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
@@ -49,7 +50,8 @@ def concatenate(name: str, parts: list[ClientData]) -> ClientData:
     if any(part.noise_std != first.noise_std or (part.noise is None) != (first.noise is None) for part in parts):
         raise ValueError("cannot concatenate clients with different feature noise")
     noise = torch.cat([part.noise for part in parts]) if first.noise is not None else None
-    return ClientData(name, torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), first.noise_std, noise, first.generator)
+    aux = {key: torch.cat([p.aux[key] for p in parts]) for key in first.aux}
+    return ClientData(name, torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), first.noise_std, noise, first.generator, aux)
 
 
 @dataclass
@@ -67,13 +69,26 @@ class FederatedProblem:
         return concatenate("target_all", [self.target_labelled, self.target_unlabelled])
 
 
-TRANSFORMS = ("target_noise",)
+TRANSFORMS = ("target_noise", "standardize")
+
+
+def standardizer(training: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, mean, std) per feature from training inputs only: missing values (NaN) are imputed with the
+    median, then inputs are scaled to zero mean and unit variance (constant features keep scale 1)."""
+    pooled = np.concatenate([x.reshape(len(x), -1) for x in training]).astype(np.float64)
+    median = np.nanmedian(pooled, axis=0)
+    median = np.where(np.isnan(median), 0.0, median)
+    imputed = np.where(np.isnan(pooled), median, pooled)
+    mean, std = imputed.mean(axis=0), imputed.std(axis=0)
+    return median, mean, np.where(std > 0, std, 1.0)
 
 
 def build_problem(prepared: PreparedDataset, partition: Partition, device: torch.device | str) -> FederatedProblem:
     """Gather each client's samples from the prepared domains and move them to `device` once.
 
-    Partition transforms: `target_noise` {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of
+    Partition transforms: `standardize` imputes missing inputs with the median and scales them to zero mean
+    and unit variance, statistics from the training clients only (sources, target labelled and unlabelled;
+    never the target's test split). `target_noise` {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of
     standard deviation s (no clamping) to the target's inputs — labelled, unlabelled and test — drawn once
     per sample from the partition seed ("fixed", reproducible) or afresh at every read ("redraw", as the
     published code; still seeded).
@@ -85,16 +100,25 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         raise ValueError(f"unsupported partition transforms {sorted(unknown)}; allowed: {', '.join(TRANSFORMS)}")
     label_dtype = torch.long if prepared.task == "classification" else torch.float32
     noise = partition.transforms.get("target_noise", {"std": 0.0, "mode": "fixed"})
+    scaling = None
+    if "standardize" in partition.transforms:
+        training = [partition.target_labelled, partition.target_unlabelled, *partition.sources]
+        scaling = standardizer([np.asarray(prepared.domains[c.domain].x[c.indices]) for c in training])
     noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
 
     def gather(client: ClientIndices, noisy: bool = False) -> ClientData:
         arrays = prepared.domains[client.domain]
         x_array = np.ascontiguousarray(arrays.x[client.indices])
+        if scaling is not None:
+            median, mean, std = scaling
+            flat = x_array.reshape(len(x_array), -1).astype(np.float64)
+            x_array = ((np.where(np.isnan(flat), median, flat) - mean) / std).astype(np.float32).reshape(x_array.shape)
         x = torch.from_numpy(x_array).to(device=device)
         if x.dtype != torch.uint8:
             x = x.to(torch.float32)
         y = torch.from_numpy(np.ascontiguousarray(arrays.y[client.indices])).to(device=device, dtype=label_dtype)
-        data = ClientData(client.name, x, y)
+        aux = {name: torch.from_numpy(np.ascontiguousarray(values[client.indices])).to(device=device, dtype=torch.long) for name, values in arrays.aux.items()}
+        data = ClientData(client.name, x, y, aux=aux)
         if noisy and noise["std"] > 0:
             data.noise_std = float(noise["std"])
             if noise["mode"] == "fixed":
