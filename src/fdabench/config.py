@@ -192,9 +192,11 @@ class Params:
         return {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
 
     def raw_paths(self, dataset: str) -> list[str]:
+        """What `prepare` reads: acquired raw datasets and any outside input files (e.g. a manifest)."""
         from fdabench.data import get_dataset
 
-        return [f"{self.data_root}/raw/{raw}" for raw in get_dataset(dataset).raw_datasets]
+        source = get_dataset(dataset)
+        return [f"{self.data_root}/raw/{raw}" for raw in source.raw_datasets] + source.input_files(self.dataset_options(dataset))
 
     def raw_in_suite(self) -> list[str]:
         from fdabench.data import get_dataset
@@ -234,7 +236,7 @@ class Params:
         targets = exp.get("targets", "all")
         if targets == "all":
             partitioner = get_partitioner(self.partitioner(experiment))
-            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment))
+            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment), self.dataset_options(exp["dataset"]))
         return list(targets)
 
     def seeds(self, experiment: str) -> list[int]:
@@ -386,7 +388,8 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             targets = exp.get("targets", "all")
             if targets != "all":
                 for index, target in enumerate(targets):
-                    message = partitioner.validate_target(source, target, partition)
+                    dataset_options = {**source.default_options, **(raw.get("datasets") or {}).get(exp["dataset"], {})}
+                    message = partitioner.validate_target(source, target, partition, dataset_options)
                     if message:
                         problems.append(f"{where}.targets[{index}]: {message}")
             train = {**source.default_train, **suite.get("train", {}), **exp.get("train", {})}

@@ -143,9 +143,13 @@ class DatasetSource(ABC):
         """Build every domain's arrays from embedded or generated data, or from the raw datasets found
         under `raw_root` (data/raw, or a mirror: the same layout)."""
 
-    def target_names(self, partition_options: dict[str, Any]) -> list[str]:
+    def target_names(self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         """The names `targets: all` expands to (default: every domain)."""
         return list(self.domains)
+
+    def input_files(self, options: dict[str, Any]) -> list[str]:
+        """Files outside data/raw that `prepare` reads (e.g. a manifest), so the workflow tracks them."""
+        return []
 
 
 DATASETS: Registry[type[DatasetSource]] = Registry("dataset")

@@ -110,13 +110,13 @@ class Partitioner(ABC):
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
         ...
 
-    def target_names(self, source: DatasetSource, options: dict[str, Any]) -> list[str]:
+    def target_names(self, source: DatasetSource, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         """What `targets: all` means for this partitioner on `source` (default: the dataset's targets)."""
-        return source.target_names(options)
+        return source.target_names(options, dataset_options)
 
-    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any]) -> str | None:
+    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
         """An error message when `target` is not a valid target name for this dataset, else None."""
-        allowed = self.target_names(source, options)
+        allowed = self.target_names(source, options, dataset_options)
         if target not in allowed:
             return f"{target!r} is not a target of {source.name}; allowed: {', '.join(allowed)}"
         return None
@@ -206,7 +206,7 @@ class ShiftAndSubsample(Partitioner):
         "target_sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1},
     }
 
-    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any]) -> str | None:
+    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
         match = _SHIFT_TARGET.match(target)
         if match is None or match["source"] not in source.domains:
             sources = [name for name in source.domains if name != "target"]
@@ -292,10 +292,10 @@ class FeatureNoise(Partitioner):
         "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)"},
     }
 
-    def target_names(self, source, options: dict[str, Any]) -> list[str]:
+    def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         return ["noise0", "noise0.2", "noise0.4", "noise0.6", "noise0.8"]  # the published noise levels
 
-    def validate_target(self, source, target: str, options: dict[str, Any]) -> str | None:
+    def validate_target(self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
         if _NOISE_TARGET.match(target) is None:
             return f"{target!r} is not a target of {source.name}; use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
         return None
@@ -349,10 +349,10 @@ class LabelShift(Partitioner):
         "target_labelled": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     }
 
-    def target_names(self, source, options: dict[str, Any]) -> list[str]:
+    def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         return ["eta0.45", "eta0.3", "eta0.15", "eta0.1", "eta0.05", "eta0"]  # the published η
 
-    def validate_target(self, source, target: str, options: dict[str, Any]) -> str | None:
+    def validate_target(self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
         match = _ETA_TARGET.match(target)
         if match is None or not 0 <= float(match["eta"]) <= 1:
             return f"{target!r} is not a target of {source.name}; use 'eta<η>' with 0 <= η <= 1 (e.g. eta0.15)"

@@ -101,6 +101,6 @@ class SyntheticRegression(DatasetSource):
             domains[f"s{level_index}"] = DomainArrays(x.astype(np.float32), y.astype(np.float32))
         return PreparedDataset(self.name, self.task, outputs, (dim,), domains, meta={"options": options})
 
-    def target_names(self, partition_options: dict[str, Any]) -> list[str]:
+    def target_names(self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         sources = [name for name in self.domains if name != "target"]
         return [f"{source}-n{size}" for source in sources for size in partition_options["target_sizes"]]

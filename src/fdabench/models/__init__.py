@@ -17,6 +17,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_outputs: int, **opt
     return MODELS.get(name)(tuple(input_shape), int(num_outputs), **options)
 
 
-from fdabench.models import small  # noqa: E402,F401  (registers the models)
+from fdabench.models import small, vision  # noqa: E402,F401  (registers the models)
 
 __all__ = ["MODELS", "build_model"]
