@@ -210,10 +210,22 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_figure(args: argparse.Namespace) -> int:
-    from fdabench.report.figures import plot_betas, plot_rounds
+    from fdabench.report.figures import plot_betas, plot_final, plot_rounds
 
-    plot = {"rounds": plot_rounds, "betas": plot_betas}[args.kind]
-    plot(args.cells, args.output, args.title)
+    if args.kind in ("shift", "beta"):
+        plot_final(args.cells, args.output, args.kind, args.title)
+    else:
+        {"rounds": plot_rounds, "betas": plot_betas}[args.kind](args.cells, args.output, args.title)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fdabench.io import write_text_atomic
+    from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown
+
+    table = paper_vs_ours(args.cells)
+    write_text_atomic(args.csv, table.to_csv(index=False, float_format="%.4g"))
+    write_text_atomic(args.md, paper_vs_ours_markdown(table))
     return 0
 
 
@@ -336,11 +348,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_table)
 
     p = sub.add_parser("figure", help="plot cells")
-    p.add_argument("kind", choices=["rounds", "betas"], help="rounds: target metric per round, per target and method; betas: auto-weighting β per source and round")
+    p.add_argument("kind", choices=["rounds", "betas", "shift", "beta"],
+                   help="rounds: metric per round; betas: auto-weighting β per source and round; shift: final metric vs the level in the target name; beta: final metric vs β")
     p.add_argument("cells", nargs="+", help="cell result files")
     p.add_argument("--output", required=True)
     p.add_argument("--title")
     p.set_defaults(handler=cmd_figure)
+
+    p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
+    p.add_argument("cells", nargs="+")
+    p.add_argument("--csv", required=True)
+    p.add_argument("--md", required=True)
+    p.set_defaults(handler=cmd_compare)
 
     p = sub.add_parser("bench", help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory")
     p.add_argument("what", choices=["aggregation", "memory"])

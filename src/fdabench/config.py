@@ -52,6 +52,8 @@ def params_schema() -> dict[str, Any]:
             "methods": {**name_list, "description": "method variants (keys of `methods`) or registered methods"},
             "seeds": seeds,
             "partition": {"type": "object", "description": "partitioner options; unset keys take the dataset's defaults"},
+            "dataset_options": {"type": "object", "description": "dataset options for this experiment (over `datasets.<name>`)"},
+            "published": {"type": "string", "description": "key of the published numbers this experiment reproduces (paper_vs_ours)"},
             "train": train,
         },
         required=["dataset"],
@@ -73,6 +75,14 @@ def params_schema() -> dict[str, Any]:
         },
         required=["experiment"],
     )
+    figure = _object(
+        {
+            "kind": {"enum": ["shift", "beta"], "description": "shift: final metric against the level in the target name; beta: final metric against β"},
+            "experiments": {**name_list, "description": "experiments of this suite in the figure"},
+            "title": {"type": "string"},
+        },
+        required=["kind", "experiments"],
+    )
     suite = _object(
         {
             "seeds": seeds,
@@ -81,6 +91,7 @@ def params_schema() -> dict[str, Any]:
             "experiments": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": experiment, "minProperties": 1},
             "tables": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": table},
             "theory_checks": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": theory_check},
+            "figures": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": figure},
         },
         required=["experiments"],
     )
@@ -185,26 +196,42 @@ class Params:
         self.download: bool = bool(data.get("download", False))
 
     # -- datasets ---------------------------------------------------------------------------------
-    def dataset_options(self, dataset: str) -> dict[str, Any]:
+    def dataset_options(self, dataset: str, experiment: str | None = None) -> dict[str, Any]:
+        """Dataset defaults < params `datasets.<name>` < the experiment's `dataset_options`."""
         from fdabench.data import get_dataset
 
         source = get_dataset(dataset)
-        return {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
+        options = {**copy.deepcopy(source.default_options), **(self.raw.get("datasets") or {}).get(dataset, {})}
+        if experiment is not None:
+            options.update(self.experiment(experiment).get("dataset_options", {}))
+        return options
 
-    def raw_paths(self, dataset: str) -> list[str]:
+    def prepared_key(self, experiment: str) -> tuple[str, str]:
+        """(dataset, options hash): experiments with the same dataset options share prepared data."""
+        from fdabench.io import content_hash
+
+        dataset = self.experiment(experiment)["dataset"]
+        return dataset, content_hash(self.dataset_options(dataset, experiment))[:12]
+
+    def prepared_path(self, experiment: str) -> str:
+        dataset, key = self.prepared_key(experiment)
+        return f"{self.data_root}/prepared/{dataset}/{key}"
+
+    def prepared_options(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every (dataset, options hash) of the suite with its options."""
+        return {self.prepared_key(e): self.dataset_options(self.experiment(e)["dataset"], e) for e in self.experiment_names()}
+
+    def raw_paths(self, dataset: str, options: dict[str, Any]) -> list[str]:
         """What `prepare` reads: acquired raw datasets and any outside input files (e.g. a manifest)."""
         from fdabench.data import get_dataset
 
         source = get_dataset(dataset)
-        return [f"{self.data_root}/raw/{raw}" for raw in source.raw_datasets] + source.input_files(self.dataset_options(dataset))
+        return [f"{self.data_root}/raw/{raw}" for raw in source.raw_datasets] + source.input_files(options)
 
     def raw_in_suite(self) -> list[str]:
         from fdabench.data import get_dataset
 
         return sorted({raw for dataset in self.datasets_in_suite() for raw in get_dataset(dataset).raw_datasets})
-
-    def prepared_path(self, dataset: str) -> str:
-        return f"{self.data_root}/prepared/{dataset}"
 
     def datasets_in_suite(self) -> list[str]:
         return sorted({exp["dataset"] for exp in self.suite["experiments"].values()})
@@ -236,7 +263,7 @@ class Params:
         targets = exp.get("targets", "all")
         if targets == "all":
             partitioner = get_partitioner(self.partitioner(experiment))
-            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment), self.dataset_options(exp["dataset"]))
+            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment), self.dataset_options(exp["dataset"], experiment))
         return list(targets)
 
     def seeds(self, experiment: str) -> list[int]:
@@ -292,16 +319,23 @@ class Params:
             "hparams": hparams,
             "target": target,
             "seed": int(seed),
-            "dataset_options": self.dataset_options(exp["dataset"]),
+            "dataset_options": self.dataset_options(exp["dataset"], experiment),
             "partitioner": self.partitioner(experiment),
             "partition": self.partition_options(experiment),
             "train": self.train_settings(experiment),
             "device": self.device,
+            "published": exp.get("published"),
         }
         return Cell(self.suite_name, experiment, method, target, int(seed), config)
 
     def tables(self) -> dict[str, dict[str, Any]]:
         return dict(self.suite.get("tables") or {})
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("figures") or {})
+
+    def published_experiments(self) -> list[str]:
+        return [name for name in self.experiment_names() if self.experiment(name).get("published")]
 
     def theory_checks(self) -> dict[str, dict[str, Any]]:
         return dict(self.suite.get("theory_checks") or {})
@@ -342,6 +376,12 @@ def resolve_partition_options(dataset: str, partitioner: str | None, overrides: 
     return {**copy.deepcopy(defaults), **overrides}
 
 
+def published_keys() -> list[str]:
+    from fdabench.report.published import PUBLISHED
+
+    return sorted(PUBLISHED)
+
+
 def _report(problems: list[str]) -> str:
     return "invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems)
 
@@ -379,6 +419,9 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             partitioner = get_partitioner(exp.get("partitioner", source.partitioner))
             partition = resolve_partition_options(exp["dataset"], exp.get("partitioner"), exp.get("partition", {}))
             problems += _schema_errors(exp.get("partition", {}), _object(partitioner.options_schema), prefix=(*where.split("."), "partition"))
+            problems += _schema_errors(exp.get("dataset_options", {}), _object(source.options_schema), prefix=(*where.split("."), "dataset_options"))
+            if "published" in exp and exp["published"] not in published_keys():
+                problems.append(f"{where}.published: unknown key {exp['published']!r}; allowed values: {', '.join(published_keys())}")
             methods = exp.get("methods", suite.get("methods"))
             if not methods:
                 problems.append(f"{where}: no methods (set `methods` here or in {where_suite})")
@@ -388,7 +431,7 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             targets = exp.get("targets", "all")
             if targets != "all":
                 for index, target in enumerate(targets):
-                    dataset_options = {**source.default_options, **(raw.get("datasets") or {}).get(exp["dataset"], {})}
+                    dataset_options = {**source.default_options, **(raw.get("datasets") or {}).get(exp["dataset"], {}), **exp.get("dataset_options", {})}
                     message = partitioner.validate_target(source, target, partition, dataset_options)
                     if message:
                         problems.append(f"{where}.targets[{index}]: {message}")
@@ -425,6 +468,10 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
                      for r in ("fedda", "fedgp") if roles[r] in known_methods}
             if len(betas) > 1:
                 problems.append(f"{where}: the fedda and fedgp roles must share one beta (got {sorted(betas)})")
+        for figure_name, figure in (suite.get("figures") or {}).items():
+            for index, experiment in enumerate(figure["experiments"]):
+                if experiment not in suite["experiments"]:
+                    problems.append(f"{where_suite}.figures.{figure_name}.experiments[{index}]: unknown experiment {experiment!r}; allowed values: {', '.join(suite['experiments'])}")
         for table_name, table in (suite.get("tables") or {}).items():
             for index, experiment in enumerate(table["experiments"]):
                 if experiment not in suite["experiments"]:

@@ -29,8 +29,10 @@ wildcard_constraints:
     experiment=_alternatives(PARAMS.experiment_names()),
     dataset=_alternatives(PARAMS.datasets_in_suite()),
     raw=_alternatives(PARAMS.raw_in_suite()),
+    options_hash=r"[0-9a-f]{12}",
     table=_alternatives(PARAMS.tables()),
     check=_alternatives(PARAMS.theory_checks()),
+    figure=_alternatives(PARAMS.figures()),
     method=NAME,
     target=NAME,
     seed=r"\d+",
@@ -38,6 +40,17 @@ wildcard_constraints:
 
 def dataset_of(experiment):
     return PARAMS.experiment(experiment)["dataset"]
+
+
+PREPARED_OPTIONS = PARAMS.prepared_options()
+
+
+def prepared_options(wildcards):
+    """The dataset options behind data/prepared/<dataset>/<options_hash>."""
+    key = (wildcards.dataset, wildcards.options_hash)
+    if key not in PREPARED_OPTIONS:
+        raise WorkflowError(f"no experiment of suite {SUITE} prepares {key[0]} with options {key[1]}")
+    return PREPARED_OPTIONS[key]
 
 
 def cell_paths(experiments):
@@ -50,7 +63,10 @@ def cell_config(wildcards):
 
 
 def table_outputs():
-    return [f"results/{table}.{ext}" for table in PARAMS.tables() for ext in ("csv", "md", "json")]
+    outputs = [f"results/{table}.{ext}" for table in PARAMS.tables() for ext in ("csv", "md", "json")]
+    if PARAMS.published_experiments():
+        outputs += ["results/paper_vs_ours.csv", "results/paper_vs_ours.md"]
+    return outputs
 
 
 def auto_cell_paths(experiment):
@@ -62,6 +78,7 @@ def auto_cell_paths(experiment):
 def figure_outputs():
     outputs = [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
     outputs += [f"results/figures/{experiment}_betas.png" for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
+    outputs += [f"results/figures/{figure}.png" for figure in PARAMS.figures()]
     return outputs
 
 

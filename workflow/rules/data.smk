@@ -19,14 +19,14 @@ rule acquire:
 
 rule prepare:
     input:
-        raw=lambda wildcards: PARAMS.raw_paths(wildcards.dataset),
+        raw=lambda wildcards: PARAMS.raw_paths(wildcards.dataset, prepared_options(wildcards)),
     output:
-        directory(f"{DATA}/prepared/{{dataset}}"),
+        directory(f"{DATA}/prepared/{{dataset}}/{{options_hash}}"),
     params:
-        options=lambda wildcards: canonical_json(PARAMS.dataset_options(wildcards.dataset)),
-        raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output[0])), "raw"),
+        options=lambda wildcards: canonical_json(prepared_options(wildcards)),
+        raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(output[0]))), "raw"),
     log:
-        "results/logs/prepare/{dataset}.log",
+        "results/logs/prepare/{dataset}/{options_hash}.log",
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -36,7 +36,7 @@ rule prepare:
 
 rule partition:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(dataset_of(wildcards.experiment)),
+        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
     output:
         f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
     params:

@@ -51,7 +51,7 @@ rule figure_betas:
 
 rule theory_init:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(dataset_of(wildcards.experiment)),
+        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
     output:
         "results/theory/{suite}/{experiment}/{target}/seed{seed}.json",
@@ -87,3 +87,33 @@ rule theory_report:
     shell:
         "fdabench theory report --initial {input.initial:q} --cells {input.cells:q} --roles {params.roles:q} "
         "--csv {output.csv} --md {output.md} --png {output.png} --title {params.title:q} > {log} 2>&1"
+
+
+rule figure_final:
+    input:
+        cells=lambda wildcards: cell_paths(PARAMS.figures()[wildcards.figure]["experiments"]),
+    output:
+        "results/figures/{figure}.png",
+    params:
+        kind=lambda wildcards: PARAMS.figures()[wildcards.figure]["kind"],
+        title=lambda wildcards: PARAMS.figures()[wildcards.figure].get("title", wildcards.figure),
+    log:
+        "results/logs/figures/{figure}.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench figure {params.kind} {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+
+
+rule paper_vs_ours:
+    input:
+        cells=lambda wildcards: cell_paths(PARAMS.published_experiments()),
+    output:
+        csv="results/paper_vs_ours.csv",
+        md="results/paper_vs_ours.md",
+    log:
+        "results/logs/tables/paper_vs_ours.log",
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench compare {input.cells:q} --csv {output.csv} --md {output.md} > {log} 2>&1"

@@ -4,7 +4,7 @@
 
 rule train:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(dataset_of(wildcards.experiment)),
+        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
     output:
         "results/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.json",

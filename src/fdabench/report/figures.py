@@ -126,3 +126,54 @@ def plot_betas(paths: Iterable[str], output: str | Path, title: str | None = Non
         grid.figure.suptitle(title, y=1.02)
     save_figure(grid.figure, output)
     plt.close(grid.figure)
+
+
+def _level(target: str) -> float:
+    """The numeric level in a target name: noise0.4 -> 0.4, eta0.15 -> 0.15, s3-n90 -> 3."""
+    import re
+
+    match = re.search(r"-?\d+(\.\d+)?", target)
+    if match is None:
+        raise ValueError(f"target {target!r} carries no numeric level")
+    return float(match.group())
+
+
+def final_frame(paths: Iterable[str]) -> pd.DataFrame:
+    rows = []
+    for path in paths:
+        cell = read_cell(path)
+        config = cell["config"]
+        rows.append({"experiment": config["experiment"], "method": config["method"], "algorithm": config["algorithm"], "target": config["target"],
+                     "seed": config["seed"], "beta": config["hparams"].get("beta"), "metric": cell["metric"],
+                     "value": cell["final"] * (100 if cell["metric"] == "accuracy" else 1)})
+    return pd.DataFrame(rows)
+
+
+def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str | None = None) -> None:
+    """kind "shift": final metric against the level in the target name (noise std, η), one line per method,
+    one panel per experiment; kind "beta": final metric against β for FedDA and FedGP, one panel per target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    frame = final_frame(paths)
+    metric = frame["metric"].iloc[0]
+    label = "target test accuracy (%)" if metric == "accuracy" else f"target test {metric}"
+    if kind == "shift":
+        frame["level"] = frame["target"].map(_level)
+        grid = sns.relplot(data=frame, x="level", y="value", hue="method", col="experiment", kind="line", marker="o", errorbar="sd", height=3, aspect=1.3)
+        grid.set_axis_labels("shift level (from the target name)", label)
+    elif kind == "beta":
+        frame = frame[frame["beta"].notna()]
+        if frame.empty:
+            raise ValueError("no fixed-β cells to plot")
+        grid = sns.relplot(data=frame, x="beta", y="value", hue="algorithm", col="target", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
+        grid.set_axis_labels("β", label)
+    else:
+        raise ValueError(f"unknown figure kind {kind!r}; allowed: shift, beta")
+    if title:
+        grid.figure.suptitle(title, y=1.03)
+    save_figure(grid.figure, output)
+    plt.close(grid.figure)

@@ -102,3 +102,41 @@ def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
             entry["std"] = float(row.std)
         nested.setdefault(row.experiment, {}).setdefault(row.method, {})[row.target] = entry
     return nested
+
+
+def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
+    """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
+    seeds, in %), seeds and the difference ours − published."""
+    from fdabench.cells import read_cell
+    from fdabench.report.published import method_key, published_value
+
+    rows = []
+    for path in paths:
+        cell = read_cell(path)
+        config = cell["config"]
+        key = config.get("published")
+        value = published_value(key, config["target"], config) if key else None
+        if value is None:
+            continue
+        rows.append({"published_table": key, "experiment": config["experiment"], "target": config["target"], "method": config["method"],
+                     "method_key": method_key(config), "seed": config["seed"], "ours": 100 * cell["final"], "published": value})
+    columns = ["published_table", "experiment", "target", "method", "method_key", "published", "ours_mean", "ours_std", "n_seeds", "difference"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame(rows)
+    grouped = frame.groupby(["published_table", "experiment", "target", "method", "method_key", "published"], sort=False)["ours"]
+    table = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    table["difference"] = table["ours_mean"] - table["published"]
+    return table[columns]
+
+
+def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
+    lines = ["### Published vs ours (target test accuracy, %)", ""]
+    if table.empty:
+        return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
+    lines += ["| published table | target | method | published | ours | seeds | difference |", "|---|---|---|---:|---:|---:|---:|"]
+    for row in table.itertuples():
+        ours = f"{row.ours_mean:.2f}" + ("" if math.isnan(row.ours_std) else f" ± {row.ours_std:.2f}")
+        lines.append(f"| {row.published_table} | {row.target} | {row.method} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
+    lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
+    return "\n".join(lines) + "\n"
