@@ -1,0 +1,106 @@
+"""Feature-noise and label-shift partitions and the problem-building transforms, on fake prepared data
+shaped like Fashion-MNIST (the real data is exercised by the realdata tests)."""
+
+import numpy as np
+import pytest
+import torch
+
+from fdabench.data import PreparedDataset, get_partitioner
+from fdabench.data.base import DomainArrays
+from fdabench.federation.problem import build_problem
+
+NOISE = {"clients": 10, "split": "iid", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
+
+
+@pytest.fixture(scope="module")
+def fake_fmnist():
+    rng = np.random.default_rng(0)
+    train = DomainArrays(rng.integers(0, 256, size=(6000, 1, 8, 8), dtype=np.uint8), np.repeat(np.arange(10), 600))
+    test = DomainArrays(rng.integers(0, 256, size=(1000, 1, 8, 8), dtype=np.uint8), np.repeat(np.arange(10), 100))
+    return PreparedDataset("fashion_mnist", "classification", 10, (1, 8, 8), {"train": train, "test": test})
+
+
+def _all_indices(partition, domain):
+    return np.concatenate([c.indices for _, c in partition.splits() if c.domain == domain])
+
+
+def test_iid_feature_noise_partition(fake_fmnist):
+    partition = get_partitioner("feature_noise").split(fake_fmnist, "noise0.4", 0, NOISE)
+    assert [len(c.indices) for c in partition.sources] == [600] * 9  # 6000 per client at full size
+    assert len(partition.target_labelled.indices) == 100 and len(partition.target_unlabelled.indices) == 500
+    used = _all_indices(partition, "train")
+    assert len(used) == len(np.unique(used)) == 6000  # disjoint and complete
+    assert partition.target_test.domain == "test" and len(partition.target_test.indices) == 1000
+    assert partition.transforms == {"target_noise": {"std": 0.4, "mode": "fixed"}}
+    again = get_partitioner("feature_noise").split(fake_fmnist, "noise0.4", 0, NOISE)
+    assert all(np.array_equal(a.indices, b.indices) for (_, a), (_, b) in zip(partition.splits(), again.splits()))
+    sized = get_partitioner("feature_noise").split(fake_fmnist, "noise0.4-n200", 0, NOISE)
+    assert len(sized.target_labelled.indices) == 200
+
+
+def test_label4_split_gives_four_classes_per_client(fake_fmnist):
+    options = {**NOISE, "split": "label4", "target_labelled": 0.1, "target_test": "rest"}
+    partition = get_partitioner("feature_noise").split(fake_fmnist, "noise0", 1, options)
+    labels = fake_fmnist.domains["train"].y
+    for client in partition.sources:
+        assert len(np.unique(labels[client.indices])) == 4
+    target = np.concatenate([partition.target_labelled.indices, partition.target_test.indices])
+    assert len(np.unique(labels[target])) == 4
+    assert len(partition.target_labelled.indices) == round(0.1 * len(target))
+    used = _all_indices(partition, "train")
+    assert len(used) == len(np.unique(used)) == 6000
+
+
+def test_label_shift_partition(fake_fmnist):
+    options = {"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15}
+    labels = fake_fmnist.domains["train"].y
+    none_shared = get_partitioner("label_shift").split(fake_fmnist, "eta0", 0, options)
+    source_labels = np.concatenate([labels[c.indices] for c in none_shared.sources])
+    target_labels = labels[np.concatenate([none_shared.target_labelled.indices, none_shared.target_test.indices])]
+    assert not np.isin(source_labels, [8, 6, 9]).any() and np.isin(target_labels, [8, 6, 9]).all()
+    half = get_partitioner("label_shift").split(fake_fmnist, "eta0.45", 0, options)
+    source_labels = np.concatenate([labels[c.indices] for c in half.sources])
+    assert np.isin(source_labels, [8, 6, 9]).mean() == pytest.approx(0.45 * 1800 / (0.45 * 1800 + 0.55 * 4200), abs=1e-3)
+    target = np.concatenate([half.target_labelled.indices, half.target_test.indices])
+    assert len(half.target_labelled.indices) == round(0.15 * len(target))
+    assert len(np.unique(np.concatenate([_all_indices(half, "train")]))) == 6000
+
+
+def test_fixed_noise_is_reproducible_and_only_on_the_target(fake_fmnist):
+    partition = get_partitioner("feature_noise").split(fake_fmnist, "noise0.4", 0, NOISE)
+    problem = build_problem(fake_fmnist, partition, "cpu")
+    again = build_problem(fake_fmnist, partition, "cpu")
+    clean = problem.sources[0].inputs()
+    assert clean.min() >= 0 and clean.max() <= 1  # pixels read as value / 255, no noise on sources
+    noisy = problem.target_test.inputs()
+    assert torch.equal(noisy, again.target_test.inputs())
+    assert torch.equal(noisy, problem.target_test.inputs())  # fixed: the same noise at every read
+    residual = noisy - problem.target_test.x.float() / 255
+    assert residual.std().item() == pytest.approx(0.4, rel=0.05)
+    assert noisy.min() < 0  # no clamping
+
+
+def test_redrawn_noise_changes_every_read(fake_fmnist):
+    partition = get_partitioner("feature_noise").split(fake_fmnist, "noise0.4", 0, {**NOISE, "noise_mode": "redraw"})
+    problem = build_problem(fake_fmnist, partition, "cpu")
+    first, second = problem.target_labelled.inputs(), problem.target_labelled.inputs()
+    assert not torch.equal(first, second)
+    assert (first - second).std().item() == pytest.approx(0.4 * 2**0.5, rel=0.1)
+
+
+def test_standardize_ignores_the_target_test_split():
+    rng = np.random.default_rng(0)
+    domains = {name: DomainArrays(rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50)) for name in ("a", "b")}
+    domains["a"].x[0, 1] = np.nan
+    prepared = PreparedDataset("fed_heart", "classification", 2, (3,), domains)
+    options = {"holdout_fraction": 0.2, "target_labelled": 0.5, "standardize": True}
+    partition = get_partitioner("leave_one_domain_out").split(prepared, "b", 0, options)
+    problem = build_problem(prepared, partition, "cpu")
+    assert torch.isfinite(problem.sources[0].inputs()).all()
+    test_rows = partition.target_test.indices
+    shifted = PreparedDataset("fed_heart", "classification", 2, (3,), {
+        "a": domains["a"], "b": DomainArrays(domains["b"].x.copy(), domains["b"].y)})
+    shifted.domains["b"].x[test_rows] += 100.0  # only the target's test samples change
+    changed = build_problem(shifted, partition, "cpu")
+    assert torch.allclose(changed.sources[0].inputs(), problem.sources[0].inputs())
+    assert torch.allclose(changed.target_labelled.inputs(), problem.target_labelled.inputs())
