@@ -1,8 +1,9 @@
 """The FDA round loop (Algorithm 1 of the FedGP paper, DESIGN.md §1).
 
 Per round, from global parameters θ: each source trains locally and sends g_i = θ_i − θ; the target
-trains on its labelled samples and sends g_T; the server adds the method's aggregate to θ; the model is
-evaluated on the target's test split. Methods with `warmup` first run FedAvg rounds over the sources.
+trains on its labelled samples and sends g_T; the server adds the method's aggregate Δ to θ (with server
+momentum μ > 0: v ← μ v + Δ, θ ← θ + server_lr · v, as the synthetic theory check's published code); the
+model is evaluated on the target's test split. Methods with `warmup` first run FedAvg rounds over the sources.
 Only updates and sample counts cross a client boundary, and the bytes they take are counted.
 
 Buffers (e.g. BatchNorm statistics) are not updates and are never projected or weighted by β: the
@@ -73,6 +74,7 @@ def run_rounds(
     warmup_rounds = settings.warmup_rounds if (method.warmup and sources) else 0
     total_rounds = warmup_rounds + settings.rounds
     source_names = tuple(s.name for s in sources)
+    velocity = None  # server momentum buffer
     records = []
     for round_index in range(total_rounds):
         started = time.perf_counter()
@@ -111,7 +113,11 @@ def run_rounds(
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
-        global_params = global_params + aggregate.delta
+        if settings.server_momentum:
+            velocity = aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
+            global_params = global_params + settings.server_lr * velocity
+        else:
+            global_params = global_params + settings.server_lr * aggregate.delta
         space.set(global_params)
         if space.buffers:
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, source_counts))

@@ -21,6 +21,8 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "source_batch_size": {"type": "integer", "minimum": 0, "description": "0 = full batch"},
     "target_batch_size": {"type": "integer", "minimum": 0, "description": "0 = full batch"},
     "eval_batch_size": {"type": "integer", "minimum": 1},
+    "server_momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "description": "server momentum μ: v ← μ v + Δ, θ ← θ + server_lr · v (0: θ ← θ + Δ)"},
+    "server_lr": {"type": "number", "exclusiveMinimum": 0, "description": "server step on the aggregate (with momentum)"},
     "final_rounds": {"type": "integer", "minimum": 1, "description": "the final metric is the mean over this many last rounds"},
 }
 
@@ -31,6 +33,8 @@ OPTIONAL_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,
     "eval_batch_size": 1024,
     "final_rounds": 5,  # DESIGN.md §1: mean target accuracy of the last 5 rounds
+    "server_momentum": 0.0,
+    "server_lr": 1.0,
 }
 
 
@@ -51,6 +55,8 @@ class TrainSettings:
     weight_decay: float = 0.0
     eval_batch_size: int = 1024
     final_rounds: int = 5
+    server_momentum: float = 0.0
+    server_lr: float = 1.0
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainSettings":
