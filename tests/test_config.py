@@ -42,7 +42,7 @@ def test_unknown_key(raw):
     broken["suites"]["demo"]["experiments"]["colored_digits"]["trian"] = {}
     message = _error(broken)
     assert "suites.demo.experiments.colored_digits: unknown key(s) 'trian'" in message
-    assert "allowed keys: dataset, methods, partition, partitioner, seeds, targets, train" in message
+    assert "allowed keys: dataset, dataset_options, methods, partition, partitioner, published, seeds, targets, train" in message
 
 
 def test_wrong_type(raw):
@@ -87,12 +87,12 @@ def test_method_hparams_checked_against_the_algorithm(raw):
 
 def test_variant_needs_a_registered_algorithm(raw):
     broken = copy.deepcopy(raw)
-    broken["methods"]["fedgp_b0.2"] = {"beta": 0.2}
-    assert "methods.fedgp_b0.2: 'fedgp_b0.2' is not a registered method, so it needs `algorithm:`" in _error(broken)
-    broken["methods"]["fedgp_b0.2"] = {"algorithm": "fedgp", "beta": 0.2}
-    broken["suites"]["demo"]["methods"].append("fedgp_b0.2")
+    broken["methods"]["fedgp_b0.3"] = {"beta": 0.3}
+    assert "methods.fedgp_b0.3: 'fedgp_b0.3' is not a registered method, so it needs `algorithm:`" in _error(broken)
+    broken["methods"]["fedgp_b0.3"] = {"algorithm": "fedgp", "beta": 0.3}
+    broken["suites"]["demo"]["methods"].append("fedgp_b0.3")
     params = validate_params(broken)
-    assert params.method_variant("fedgp_b0.2") == ("fedgp", {"beta": 0.2, "mode": "projection", "scale_alignment": "steps_and_lr"})
+    assert params.method_variant("fedgp_b0.3") == ("fedgp", {"beta": 0.3, "mode": "projection", "scale_alignment": "steps_and_lr"})
 
 
 def test_unknown_suite_and_table_experiment(raw):
@@ -100,14 +100,15 @@ def test_unknown_suite_and_table_experiment(raw):
     broken["suite"] = "paper_typo"
     broken["suites"]["demo"]["tables"]["table1"]["experiments"].append("nope")
     message = _error(broken)
-    assert "suite: 'paper_typo' is not defined; allowed values: demo, smoke" in message
+    assert "suite: 'paper_typo' is not defined; allowed values: demo, paper, paper_cpu, smoke, theory" in message
     assert "tables.table1.experiments[2]: unknown experiment 'nope'" in message
 
 
 def test_train_model_must_be_registered(raw):
     broken = copy.deepcopy(raw)
     broken["suites"]["demo"]["train"]["model"] = "resnet_typo"
-    assert "suites.demo.train.model: 'resnet_typo' is not allowed; allowed values: digits_cnn, mlp, sigmoid_mlp" in _error(broken)
+    message = _error(broken)
+    assert "suites.demo.train.model: 'resnet_typo' is not allowed; allowed values: cifar_cnn, digits_cnn," in message and "resnet18" in message
 
 
 def test_cell_config_resolution_order(raw):

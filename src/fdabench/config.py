@@ -440,6 +440,8 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
                 if method in known_methods:
                     algorithm = variants.get(method, {}).get("algorithm", method)
                     hparams = {k: v for k, v in variants.get(method, {}).items() if k != "algorithm"}
+                    if algorithm not in METHODS:
+                        continue  # already reported under methods.<variant>
                     try:
                         instance = METHODS.get(algorithm)(hparams)
                     except ValueError:
@@ -464,8 +466,11 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             for role, method in roles.items():
                 if method not in in_experiment:
                     problems.append(f"{where}.roles.{role}: method {method!r} is not run by experiment {check['experiment']!r} (its methods: {', '.join(in_experiment)})")
-            betas = {variants.get(roles[r], {}).get("beta", METHODS.get(variants.get(roles[r], {}).get("algorithm", roles[r])).default_hparams.get("beta"))
-                     for r in ("fedda", "fedgp") if roles[r] in known_methods}
+            betas = set()
+            for rule in ("fedda", "fedgp"):
+                algorithm = variants.get(roles[rule], {}).get("algorithm", roles[rule])
+                if algorithm in METHODS:
+                    betas.add(variants.get(roles[rule], {}).get("beta", METHODS.get(algorithm).default_hparams.get("beta")))
             if len(betas) > 1:
                 problems.append(f"{where}: the fedda and fedgp roles must share one beta (got {sorted(betas)})")
         for figure_name, figure in (suite.get("figures") or {}).items():
