@@ -3,7 +3,8 @@
 Keys (format "fdabench.cell/1"):
   format, status ("complete"), cell {suite, experiment, dataset, method, algorithm, target, seed},
   config (the fully resolved configuration), metric ("accuracy" | "mse"), higher_is_better,
-  final (mean of `metric` over the last `final_rounds` rounds), final_rounds,
+  final (mean of `metric` over the last `final_rounds` rounds), finals (the same mean for every metric
+  the rounds record: accuracy, auc (two classes), mse, loss), final_rounds,
   rounds [{round, phase ("warmup" | "fda"), <metric>, loss, bytes_uplink, bytes_downlink, seconds, ...
           method-specific logs such as betas and estimates}],
   bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters), sources (source
@@ -28,7 +29,9 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
     """The cell's headline numbers from the per-round history."""
     rounds = history["rounds"]
     metric = history["metric"]
-    last = [record[metric] for record in rounds[-final_rounds:]]
+    tail = rounds[-final_rounds:]
+    last = [record[metric] for record in tail]
+    finals = {name: sum(r[name] for r in tail) / len(tail) for name in ("accuracy", "auc", "mse", "loss") if all(name in r for r in tail)}
     uplink = sum(record["bytes_uplink"] for record in rounds)
     downlink = sum(record["bytes_downlink"] for record in rounds)
     return {
@@ -39,6 +42,7 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
         "metric": metric,
         "higher_is_better": metric != "mse",
         "final": sum(last) / len(last),
+        "finals": finals,
         "final_rounds": len(last),
         "rounds": rounds,
         "bytes": {"uplink_total": uplink, "downlink_total": downlink, "per_round_mean": (uplink + downlink) / len(rounds)},

@@ -197,7 +197,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     from fdabench.io import write_json_atomic, write_text_atomic
     from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table
 
-    tidy = tidy_table(cells_frame(args.cells))
+    tidy = tidy_table(cells_frame(args.cells, args.metrics))
     if args.csv:
         write_text_atomic(args.csv, tidy.to_csv(index=False, float_format="%.6g"))
     if args.md:
@@ -345,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md")
     p.add_argument("--json")
     p.add_argument("--title")
+    p.add_argument("--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc")
     p.set_defaults(handler=cmd_table)
 
     p = sub.add_parser("figure", help="plot cells")

@@ -62,6 +62,8 @@ def params_schema() -> dict[str, Any]:
         {
             "experiments": {**name_list, "description": "experiments of this suite shown in the table"},
             "title": {"type": "string"},
+            "metrics": {"type": "array", "items": {"enum": ["accuracy", "auc", "mse", "loss"]}, "minItems": 1, "uniqueItems": True,
+                        "description": "metrics shown (default: each cell's primary metric)"},
         },
         required=["experiments"],
     )

@@ -32,3 +32,24 @@ def test_sgd_matches_torch(momentum, weight_decay):
     ours = _run(lambda p: SGD(p, lr=0.05, momentum=momentum, weight_decay=weight_decay))
     reference = _run(lambda p: torch.optim.SGD(p, lr=0.05, momentum=momentum, weight_decay=weight_decay))
     assert torch.allclose(ours, reference, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("ours, reference", [
+    (lambda p: Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
+    (lambda p: SGD(p, lr=0.05, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+])
+def test_parameters_without_gradients_are_skipped_as_in_torch(ours, reference):
+    """The second layer gets no gradient on odd steps (as an auxiliary head the target never trains)."""
+
+    def run(factory):
+        torch.manual_seed(0)
+        first, second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+        optimizer = factory(list(first.parameters()) + list(second.parameters()))
+        for step in range(6):
+            optimizer.zero_grad()
+            hidden = first(torch.randn(5, 4))
+            (hidden.square().mean() if step % 2 else second(hidden).square().mean()).backward()
+            optimizer.step()
+        return torch.cat([p.detach().flatten() for p in list(first.parameters()) + list(second.parameters())])
+
+    assert torch.allclose(run(ours), run(reference), rtol=1e-5, atol=1e-7)

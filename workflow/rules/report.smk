@@ -10,13 +10,14 @@ rule table:
         json="results/{table}.json",
     params:
         title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
+        metrics=lambda wildcards: " ".join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
     log:
         "results/logs/tables/{table}.log",
     conda:
         "../envs/fdabench.yaml"
     shell:
         "fdabench table {input.cells:q} --csv {output.csv} --md {output.md} --json {output.json} "
-        "--title {params.title:q} > {log} 2>&1"
+        "--title {params.title:q} {params.metrics} > {log} 2>&1"
 
 
 rule figure_rounds:

@@ -14,6 +14,8 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 
 StepObserver = Callable[[Tensor], None]
+#: loss of one batch: (model, client data, batch index or None for all samples) -> scalar
+BatchLoss = Callable[[nn.Module, "ClientData", "Tensor | None"], Tensor]
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,16 @@ def train_locally(
     loss_fn: Callable[[Tensor, Tensor], Tensor],
     generator: torch.Generator,
     on_step: StepObserver | None = None,
+    batch_loss: BatchLoss | None = None,
 ) -> LocalResult:
     """Train from `start` for `settings.epochs` epochs with a fresh optimiser; return the update.
 
     Each epoch visits the client's samples once in a fresh random order (the last batch may be smaller).
     `on_step`, if given, receives every optimiser step's parameter change (the per-batch updates G_b).
+    `batch_loss` replaces loss_fn(model(x), y) (e.g. a multi-task loss).
     """
+    if batch_loss is None:
+        batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))  # noqa: E731
     model: nn.Module = space.model
     space.set(start)
     model.train()
@@ -87,11 +93,8 @@ def train_locally(
         order = None if full_batch else torch.randperm(samples, generator=generator).to(data.x.device)
         for begin in range(0, samples, batch_size):
             optimizer.zero_grad()
-            if full_batch:  # the order of a full batch does not matter: no permutation, no copy
-                loss_fn(model(data.inputs()), data.labels()).backward()
-            else:
-                batch = order[begin : begin + batch_size]
-                loss_fn(model(data.inputs(batch)), data.labels(batch)).backward()
+            # a full batch needs no permutation and no copy: its order does not matter
+            batch_loss(model, data, None if full_batch else order[begin : begin + batch_size]).backward()
             optimizer.step()
             steps += 1
             if on_step is not None:
@@ -103,10 +106,11 @@ def train_locally(
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 1024) -> dict[str, float]:
-    """Mean loss and accuracy (classification) or mean squared error (regression) on `data`."""
+    """Mean loss and accuracy (classification; plus ROC-AUC for two classes) or mean squared error
+    (regression) on `data`."""
     model.eval()
     loss_fn = loss_function(task)
-    total_loss, correct = 0.0, 0
+    total_loss, correct, binary_scores = 0.0, 0, []
     for begin in range(0, len(data), batch_size):
         window = slice(begin, begin + batch_size)
         x, y = data.inputs(window), data.labels(window)
@@ -114,9 +118,23 @@ def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 10
         total_loss += float(loss_fn(output, y)) * len(y)
         if task == "classification":
             correct += int((output.argmax(dim=1) == y).sum())
+            if output.shape[1] == 2:
+                binary_scores.append(output[:, 1] - output[:, 0])  # log-odds of the positive class
     metrics = {"loss": total_loss / len(data)}
     if task == "classification":
         metrics["accuracy"] = correct / len(data)
+        if binary_scores:
+            metrics["auc"] = roc_auc(torch.cat(binary_scores), data.labels())
     else:
         metrics["mse"] = metrics["loss"]
     return metrics
+
+
+def roc_auc(scores: Tensor, labels: Tensor) -> float:
+    """Area under the ROC curve of binary scores (NaN when only one class is present)."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = labels.cpu().numpy()
+    if labels.min() == labels.max():
+        return float("nan")
+    return float(roc_auc_score(labels, scores.cpu().numpy()))

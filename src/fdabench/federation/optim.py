@@ -41,25 +41,37 @@ class Adam(LocalOptimizer):
         super().__init__(parameters, lr, weight_decay)
         self.beta1, self.beta2 = betas
         self.eps = eps
-        self.step_count = 0
+        self.steps = [0] * len(self.parameters)  # per parameter, as torch.optim's state["step"]
         self.exp_avg = [torch.zeros_like(p) for p in self.parameters]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.parameters]
 
     @torch.no_grad()
     def step(self) -> None:
+        """Parameters without a gradient are skipped (their state does not advance), as in torch.optim."""
+        present = [index for index, p in enumerate(self.parameters) if p.grad is not None]
+        if not present:
+            return
         params, grads = self._gradients()
-        if len(params) != len(self.parameters):
-            raise RuntimeError("every parameter needs a gradient")
-        self.step_count += 1
-        torch._foreach_lerp_(self.exp_avg, grads, 1 - self.beta1)
-        torch._foreach_mul_(self.exp_avg_sq, self.beta2)
-        torch._foreach_addcmul_(self.exp_avg_sq, grads, grads, 1 - self.beta2)
-        bias_correction1 = 1 - self.beta1**self.step_count
-        bias_correction2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
-        denominator = torch._foreach_sqrt(self.exp_avg_sq)
-        torch._foreach_div_(denominator, bias_correction2_sqrt)
-        torch._foreach_add_(denominator, self.eps)
-        torch._foreach_addcdiv_(params, self.exp_avg, denominator, -self.lr / bias_correction1)
+        exp_avg = [self.exp_avg[i] for i in present]
+        exp_avg_sq = [self.exp_avg_sq[i] for i in present]
+        for i in present:
+            self.steps[i] += 1
+        torch._foreach_lerp_(exp_avg, grads, 1 - self.beta1)
+        torch._foreach_mul_(exp_avg_sq, self.beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, 1 - self.beta2)
+        counts = {self.steps[i] for i in present}
+        if len(counts) == 1:  # the usual case: one bias correction for every parameter
+            step_count = counts.pop()
+            bias_correction1 = 1 - self.beta1**step_count
+            bias_correction2_sqrt = math.sqrt(1 - self.beta2**step_count)
+            denominator = torch._foreach_sqrt(exp_avg_sq)
+            torch._foreach_div_(denominator, bias_correction2_sqrt)
+            torch._foreach_add_(denominator, self.eps)
+            torch._foreach_addcdiv_(params, exp_avg, denominator, -self.lr / bias_correction1)
+            return
+        for param, m, v, i in zip(params, exp_avg, exp_avg_sq, present):
+            denominator = v.sqrt().div_(math.sqrt(1 - self.beta2 ** self.steps[i])).add_(self.eps)
+            param.addcdiv_(m, denominator, value=-self.lr / (1 - self.beta1 ** self.steps[i]))
 
 
 class SGD(LocalOptimizer):
@@ -68,16 +80,21 @@ class SGD(LocalOptimizer):
     def __init__(self, parameters, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(parameters, lr, weight_decay)
         self.momentum = momentum
-        self.buffers: list[Tensor] | None = None
+        self.buffers: dict[int, Tensor] | None = None
 
     @torch.no_grad()
     def step(self) -> None:
+        """Parameters without a gradient are skipped, as in torch.optim."""
         params, grads = self._gradients()
         if self.momentum:
             if self.buffers is None:
-                self.buffers = [g.clone() for g in grads]
-            else:
-                torch._foreach_mul_(self.buffers, self.momentum)
-                torch._foreach_add_(self.buffers, grads)
-            grads = self.buffers
-        torch._foreach_add_(params, grads, alpha=-self.lr)
+                self.buffers = {}
+            for param, grad in zip(params, grads):
+                buffer = self.buffers.get(id(param))
+                if buffer is None:
+                    self.buffers[id(param)] = grad.clone()
+                else:
+                    buffer.mul_(self.momentum).add_(grad)
+            grads = [self.buffers[id(param)] for param in params]
+        if params:
+            torch._foreach_add_(params, grads, alpha=-self.lr)

@@ -63,6 +63,7 @@ class FederatedProblem:
     target_labelled: ClientData
     target_unlabelled: ClientData
     target_test: ClientData
+    aux_classes: dict[str, int] = field(default_factory=dict)  # auxiliary label -> number of classes
 
     def target_all(self) -> ClientData:
         """The target's labelled and unlabelled training samples together, all with labels (the oracle)."""
@@ -135,4 +136,5 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         target_labelled=gather(partition.target_labelled, noisy=True),
         target_unlabelled=gather(partition.target_unlabelled, noisy=True),
         target_test=gather(partition.target_test, noisy=True),
+        aux_classes=dict(prepared.meta.get("auxiliary_classes", {})),
     )

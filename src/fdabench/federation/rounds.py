@@ -53,7 +53,8 @@ def run_rounds(
     on_round: RoundCallback | None = None,
 ) -> dict[str, Any]:
     torch.manual_seed(seed)
-    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options)
+    model = method.prepare_model(model, problem).to(device)
     space = ParameterSpace(model)
     global_params = space.get()
     loss_fn = loss_function(problem.task)
@@ -75,19 +76,20 @@ def run_rounds(
     total_rounds = warmup_rounds + settings.rounds
     source_names = tuple(s.name for s in sources)
     velocity = None  # server momentum buffer
+    source_loss = method.source_batch_loss(loss_fn)
     records = []
     for round_index in range(total_rounds):
         started = time.perf_counter()
         phase = "warmup" if round_index < warmup_rounds else "fda"
         in_force = settings if phase == "warmup" else fda_settings
         source_local, target_local = local_settings(in_force)
-        inputs = RoundInputs(round_index, global_params, space.layer_sizes, in_force, source_names=source_names)
+        inputs = RoundInputs(round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names)
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
         if sources:
             results = []
             for index, data in enumerate(sources):
-                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index]))
+                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index], batch_loss=source_loss))
                 if space.buffers:
                     buffer_states.append(space.get_buffers())
             inputs.source_updates = torch.stack([r.update for r in results])
@@ -98,9 +100,10 @@ def run_rounds(
 
         target_trains = target is not None and phase == "fda"
         if target_trains:
-            space.set(global_params)
+            start = method.target_start(inputs)
+            space.set(start)
             observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
-            result = train_locally(space, global_params, target, target_local, loss_fn, generators[-1], on_step=observer)
+            result = train_locally(space, start, target, target_local, loss_fn, generators[-1], on_step=observer)
             target_buffers = space.get_buffers()
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = statistics
@@ -126,8 +129,7 @@ def run_rounds(
         record = {
             "round": round_index,
             "phase": phase,
-            metric: metrics[metric],
-            "loss": metrics["loss"],
+            **metrics,
             "bytes_uplink": uplink,
             "bytes_downlink": downlink,
             "seconds": time.perf_counter() - started,

@@ -28,6 +28,7 @@ class RoundInputs:
     global_params: Tensor
     layer_sizes: tuple[int, ...]
     settings: TrainSettings
+    layer_names: tuple[str, ...] = ()
     source_updates: Tensor | None = None  # (N, m)
     source_counts: Tensor | None = None  # (N,) samples per source
     source_steps: Tensor | None = None  # (N,) local optimiser steps per source
@@ -113,6 +114,19 @@ class RoundLoopMethod(Method):
     def fda_settings(self, settings: TrainSettings) -> TrainSettings:
         """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
         return settings
+
+    def prepare_model(self, model: torch.nn.Module, problem: FederatedProblem) -> torch.nn.Module:
+        """The model the loop trains (e.g. with auxiliary heads added); default: as built."""
+        return model
+
+    def source_batch_loss(self, loss_fn):
+        """The sources' batch loss (model, data, index) -> scalar; None: loss_fn on the main task."""
+        return None
+
+    def target_start(self, inputs: RoundInputs) -> Tensor:
+        """Where the target's local training starts in an FDA round (sources' updates are in `inputs`);
+        default: the global parameters, as in Algorithm 1."""
+        return inputs.global_params
 
     def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]:
         """Optionally a callback that sees each target optimiser step, and the statistics it fills

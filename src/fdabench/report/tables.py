@@ -13,12 +13,17 @@ TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "
 AVERAGE = "Avg"
 
 
-def cells_frame(paths: Iterable[str]) -> pd.DataFrame:
-    """One row per cell: identity, metric and final value (in the order the paths are given)."""
+def cells_frame(paths: Iterable[str], metrics: list[str] | None = None) -> pd.DataFrame:
+    """One row per (cell, metric): identity, metric and final value (in the order the paths are given).
+    `metrics` picks metrics from each cell's `finals` (default: the cell's primary metric)."""
     rows = []
     for path in paths:
         cell = read_cell(path)
-        rows.append({**cell["cell"], "metric": cell["metric"], "final": cell["final"], "wall_seconds": cell.get("wall_seconds")})
+        for metric in metrics or [cell["metric"]]:
+            finals = cell.get("finals", {cell["metric"]: cell["final"]})
+            if metric not in finals:
+                raise ValueError(f"{path}: no final {metric!r} (it has {', '.join(finals)})")
+            rows.append({**cell["cell"], "metric": metric, "final": finals[metric], "wall_seconds": cell.get("wall_seconds")})
     if not rows:
         raise ValueError("no cells to tabulate")
     return pd.DataFrame(rows)
@@ -28,6 +33,7 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
     """mean, sample std (ddof=1) and seed count per (experiment, target, method); plus an Avg target per
     (experiment, method): the mean over targets per seed, then mean and std over seeds."""
     keys = ["experiment", "dataset", "method", "metric"]
+    cells = cells.dropna(subset=["final"])  # e.g. AUC on a test split with one class
     per_target = (
         cells.groupby(keys + ["target"], sort=False)["final"]
         .agg(mean="mean", std="std", n_seeds="count")
@@ -44,16 +50,15 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
     order_targets = {t: i for i, t in enumerate(list(dict.fromkeys(cells["target"])) + [AVERAGE])}
     order_experiments = {e: i for i, e in enumerate(dict.fromkeys(cells["experiment"]))}
     order_methods = {m: i for i, m in enumerate(dict.fromkeys(cells["method"]))}
-    tidy = tidy.sort_values(
-        by=["experiment", "method", "target"],
-        key=lambda column: column.map({"experiment": order_experiments, "method": order_methods, "target": order_targets}[column.name]),
-    )
+    order_metrics = {m: i for i, m in enumerate(dict.fromkeys(cells["metric"]))}
+    orders = {"experiment": order_experiments, "method": order_methods, "target": order_targets, "metric": order_metrics}
+    tidy = tidy.sort_values(by=["experiment", "metric", "method", "target"], key=lambda column: column.map(orders[column.name]))
     return tidy[TIDY_COLUMNS].reset_index(drop=True)
 
 
 def format_value(mean: float, std: float, metric: str) -> str:
-    """Accuracy in percent with two decimals, "mean (std)"; other metrics with four significant digits."""
-    if metric == "accuracy":
+    """Accuracy and AUC in percent with two decimals, "mean (std)"; other metrics with four significant digits."""
+    if metric in ("accuracy", "auc"):
         text = f"{100 * mean:.2f}"
         return text if math.isnan(std) else f"{text} ({100 * std:.2f})"
     text = f"{mean:.4g}"
@@ -64,21 +69,23 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
     """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)"."""
     experiments = list(dict.fromkeys(tidy["experiment"]))
     methods = list(dict.fromkeys(tidy["method"]))
-    columns: list[tuple[str, str]] = []
+    several_metrics = tidy["metric"].nunique() > 1
+    columns: list[tuple[str, str, str]] = []
     for experiment in experiments:
-        targets = list(dict.fromkeys(tidy.loc[tidy["experiment"] == experiment, "target"]))
-        columns += [(experiment, target) for target in targets]
-    lookup = {(row.experiment, row.target, row.method): row for row in tidy.itertuples()}
-    metrics = {exp: tidy.loc[tidy["experiment"] == exp, "metric"].iloc[0] for exp in experiments}
-    header = ["Method"] + [f"{exp} {target}" if target != AVERAGE else f"{exp} {AVERAGE}" for exp, target in columns]
+        for metric in dict.fromkeys(tidy.loc[tidy["experiment"] == experiment, "metric"]):
+            rows = tidy[(tidy["experiment"] == experiment) & (tidy["metric"] == metric)]
+            columns += [(experiment, metric, target) for target in dict.fromkeys(rows["target"])]
+    lookup = {(row.experiment, row.metric, row.target, row.method): row for row in tidy.itertuples()}
+    label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
+    header = ["Method"] + [f"{exp}{' ' + label.get(metric, metric) if several_metrics else ''} {target}" for exp, metric, target in columns]
     lines = []
     if title:
         lines += [f"### {title}", ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":---:"] * len(columns)) + "|"]
     for method in methods:
         cells = []
-        for exp, target in columns:
-            row = lookup.get((exp, target, method))
+        for exp, metric, target in columns:
+            row = lookup.get((exp, metric, target, method))
             cells.append("–" if row is None else format_value(row.mean, row.std, row.metric))
         lines.append("| " + " | ".join([method] + cells) + " |")
     seeds = sorted(set(tidy["n_seeds"]))
@@ -87,20 +94,25 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
         "Cells: mean (sample std) over seeds of the final metric (mean of the last rounds of each run); "
         f"seeds per cell: {', '.join(map(str, seeds))}.",
     ]
+    meaning = {"accuracy": "target test accuracy (%)", "auc": "target test ROC-AUC (%)", "mse": "target test mse (lower is better)", "loss": "target test loss (lower is better)"}
     for exp in experiments:
-        metric = metrics[exp]
-        notes.append(f"{exp}: {'target test accuracy (%)' if metric == 'accuracy' else 'target test ' + metric + ' (lower is better)'}.")
+        for metric in dict.fromkeys(tidy.loc[tidy["experiment"] == exp, "metric"]):
+            notes.append(f"{exp}: {meaning.get(metric, metric)}.")
     return "\n".join(lines + notes) + "\n"
 
 
 def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
-    """Nested {experiment: {method: {target: {mean, std, n_seeds}}}} for `dvc metrics`."""
+    """Nested {experiment: {[metric:] method: {target: {mean, std, n_seeds}}}} for `dvc metrics`."""
     nested: dict[str, Any] = {}
+    several_metrics = tidy["metric"].nunique() > 1
     for row in tidy.itertuples():
         entry = {"mean": float(row.mean), "n_seeds": int(row.n_seeds)}
         if not math.isnan(row.std):
             entry["std"] = float(row.std)
-        nested.setdefault(row.experiment, {}).setdefault(row.method, {})[row.target] = entry
+        branch = nested.setdefault(row.experiment, {})
+        if several_metrics:
+            branch = branch.setdefault(row.metric, {})
+        branch.setdefault(row.method, {})[row.target] = entry
     return nested
 
 

@@ -1,0 +1,140 @@
+"""Weakly-supervised FDA (the healthcare paper, Algorithms 1-3, as its authors' code runs them): sources
+may train on cheap auxiliary labels as extra tasks, and the target fine-tunes on its few main-task labels.
+
+* `fedavg_finetune`: each round the sources' FedAvg aggregate is fine-tuned by the target on the main task;
+  the fine-tuned model is the next global model and the one evaluated.
+* `auxinfo`: the same, with sources training a shared body, the main head and one head per auxiliary label
+  on L_main + α Σ_a L_a (α = 1); the target's loss is the main task's only.
+* `gp`: sources and target train from the global model; per layer the target update g_T and each source
+  update g_i with cos(g_T, g_i) > 0 combine as (1 − β) g_T + β Σ_i w_i s_i cos(g_T, g_i) g_i (FedGP's
+  cosine-scaled form; s_i the alignment factor: learning-rate and step-count ratio), after FedAvg warm-up.
+* `auxinfo_gp`: `gp` with auxiliary tasks on the sources.
+
+Auxiliary heads are never projected, never averaged into the target's main model and never used at
+evaluation: their parameters follow the FedAvg of the sources' auxiliary-head updates only.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from fdabench.aggregation import fedavg
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.fda import BETA_SCHEMA, SCALE_ALIGNMENT_SCHEMA, combine_fedgp
+from fdabench.models.multitask import AUX_PREFIX, MultiTaskModel
+
+
+def multitask_loss(loss_fn, alpha: float):
+    """Batch loss L_main + α Σ_a L_a; auxiliary labels of -1 (missing) are ignored."""
+
+    def batch_loss(model, data, index):
+        main, auxiliary = model.forward_with_aux(data.inputs(index))
+        loss = loss_fn(main, data.labels(index))
+        for name, logits in auxiliary.items():
+            labels = data.aux[name] if index is None else data.aux[name][index]
+            if (labels >= 0).any():
+                loss = loss + alpha * F.cross_entropy(logits, labels, ignore_index=-1)
+        return loss
+
+    return batch_loss
+
+
+class WeaklySupervised(RoundLoopMethod):
+    """Shared machinery: auxiliary heads (when α > 0 and the data carry auxiliary labels), the multi-task
+    source loss, and the split of every aggregate into the shared part and the auxiliary heads."""
+
+    uses_auxiliary = False
+    hparams_schema = {
+        "auxiliary": {"type": ["array", "null"], "items": {"type": "string"}, "description": "auxiliary labels to train on (null: all the data carry)"},
+        "alpha": {"type": "number", "minimum": 0, "description": "weight of the auxiliary losses"},
+    }
+    default_hparams = {"auxiliary": None, "alpha": 1.0}  # the healthcare paper's α = 1
+
+    def prepare_model(self, model, problem):
+        if not self.uses_auxiliary or self.hparams["alpha"] == 0:
+            return model
+        available = problem.aux_classes
+        wanted = self.hparams["auxiliary"] if self.hparams["auxiliary"] is not None else sorted(available)
+        missing = [name for name in wanted if name not in available]
+        if missing:
+            raise ValueError(f"{self.name}: auxiliary labels {missing} are not in the data (it has {sorted(available) or 'none'}); set the dataset's auxiliary option")
+        if not wanted:
+            raise ValueError(f"{self.name} needs auxiliary labels; the data carry none (e.g. fed_heart with auxiliary: [sex, age_decade])")
+        return MultiTaskModel(model, {name: available[name] for name in wanted})
+
+    def source_batch_loss(self, loss_fn):
+        if not self.uses_auxiliary or self.hparams["alpha"] == 0:
+            return None
+        return multitask_loss(loss_fn, self.hparams["alpha"])
+
+    @staticmethod
+    def auxiliary_mask(inputs: RoundInputs) -> torch.Tensor:
+        """True at the coordinates of auxiliary-head parameters."""
+        pieces = [torch.full((size,), name.startswith(AUX_PREFIX), dtype=torch.bool) for name, size in zip(inputs.layer_names, inputs.layer_sizes)]
+        return torch.cat(pieces).to(inputs.global_params.device)
+
+    def split_aggregate(self, inputs: RoundInputs, shared_delta: torch.Tensor) -> torch.Tensor:
+        """Auxiliary-head coordinates take the sources' FedAvg, whatever the rule did with them."""
+        mask = self.auxiliary_mask(inputs)
+        if not mask.any():
+            return shared_delta
+        return torch.where(mask, fedavg(inputs.source_updates, inputs.source_counts), shared_delta)
+
+
+class _FinetuneAggregate(WeaklySupervised):
+    """The target fine-tunes the sources' FedAvg aggregate; the result is the next global model."""
+
+    def target_start(self, inputs: RoundInputs) -> torch.Tensor:
+        self._average = fedavg(inputs.source_updates, inputs.source_counts)
+        return inputs.global_params + self._average
+
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        # θ_T − θ = (θ + FedAvg) + fine-tuning update − θ
+        return Aggregate(self.split_aggregate(inputs, self._average + inputs.target_update))
+
+
+class _ProjectedAggregate(WeaklySupervised):
+    warmup = True
+    hparams_schema = {
+        **WeaklySupervised.hparams_schema,
+        "beta": BETA_SCHEMA,
+        "mode": {"enum": ["cosine_scaled", "projection"], "description": "cosine_scaled: the published code; projection: FedGP's definition"},
+        "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
+    }
+    default_hparams = {**WeaklySupervised.default_hparams, "beta": 0.5, "mode": "cosine_scaled", "scale_alignment": "steps_and_lr"}
+
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        shared = combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+        return Aggregate(self.split_aggregate(inputs, shared))
+
+
+@METHODS.register("fedavg_finetune")
+class FedAvgFinetune(_FinetuneAggregate):
+    name = "fedavg_finetune"
+    description = "FedAvg over the sources, then the target fine-tunes the aggregate every round"
+    hparams_schema = {}
+    default_hparams = {}
+
+
+@METHODS.register("auxinfo")
+class AuxInfo(_FinetuneAggregate):
+    name = "auxinfo"
+    description = "sources train auxiliary heads (L_main + α Σ L_aux); the target fine-tunes the aggregate on the main task"
+    uses_auxiliary = True
+
+
+@METHODS.register("gp")
+class GradientProjection(_ProjectedAggregate):
+    name = "gp"
+    description = "per-layer cosine-scaled projection of source updates onto the target's fine-tuning update"
+    hparams_schema = {k: v for k, v in _ProjectedAggregate.hparams_schema.items() if k not in ("auxiliary", "alpha")}
+    default_hparams = {k: v for k, v in _ProjectedAggregate.default_hparams.items() if k not in ("auxiliary", "alpha")}
+
+
+@METHODS.register("auxinfo_gp")
+class AuxInfoGP(_ProjectedAggregate):
+    name = "auxinfo_gp"
+    description = "auxiliary heads on the sources plus gradient projection"
+    uses_auxiliary = True
+
