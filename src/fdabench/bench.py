@@ -90,7 +90,25 @@ def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, 
     return rows
 
 
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's high-water mark (VmHWM) to the current RSS; False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def _peak_rss_bytes() -> int:
+    """Peak resident set since the last reset (VmHWM), else the lifetime peak from getrusage."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
@@ -105,6 +123,8 @@ def memory_probe(mode: str, count: int, m: int, batches: int) -> dict[str, Any]:
     sources = torch.empty(count, m).normal_(generator=generator)
     probe = torch.empty(m)  # touch the allocator once so the baseline includes its first arena
     del probe
+    # Without a reset, a transient peak from importing torch can hide the probe entirely.
+    _reset_peak_rss()
     baseline = _peak_rss_bytes()
     if mode == "streaming":
         statistics = StreamingAutoWeights(sources)
