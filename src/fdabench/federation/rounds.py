@@ -34,6 +34,13 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
 
 
+def build_cell_model(problem: FederatedProblem, settings: TrainSettings, seed: int, device: torch.device) -> torch.nn.Module:
+    """The cell's model at its initial parameters: seeded with the cell's seed, so every method of a cell
+    starts from the same parameters."""
+    torch.manual_seed(seed)
+    return build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+
+
 def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSettings]:
     """(source, target) local training settings."""
     common = {"optimizer": settings.optimizer, "momentum": settings.momentum, "weight_decay": settings.weight_decay}
@@ -50,9 +57,12 @@ def run_rounds(
     seed: int,
     device: torch.device,
     on_round: RoundCallback | None = None,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    torch.manual_seed(seed)
-    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+    """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) ends
+    up holding the final global parameters, for methods that continue from them (Finetune_Offline)."""
+    if model is None:
+        model = build_cell_model(problem, settings, seed, device)
     space = ParameterSpace(model)
     global_params = space.get()
     loss_fn = loss_function(problem.task)
@@ -73,6 +83,7 @@ def run_rounds(
     warmup_rounds = settings.warmup_rounds if (method.warmup and sources) else 0
     total_rounds = warmup_rounds + settings.rounds
     source_names = tuple(s.name for s in sources)
+    proximal = method.local_proximal()
     records = []
     for round_index in range(total_rounds):
         started = time.perf_counter()
@@ -85,7 +96,7 @@ def run_rounds(
         if sources:
             results = []
             for index, data in enumerate(sources):
-                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index]))
+                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index], proximal=proximal))
                 if space.buffers:
                     buffer_states.append(space.get_buffers())
             inputs.source_updates = torch.stack([r.update for r in results])
@@ -98,7 +109,7 @@ def run_rounds(
         if target_trains:
             space.set(global_params)
             observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
-            result = train_locally(space, global_params, target, target_local, loss_fn, generators[-1], on_step=observer)
+            result = train_locally(space, global_params, target, target_local, loss_fn, generators[-1], on_step=observer, proximal=proximal)
             target_buffers = space.get_buffers()
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = statistics
