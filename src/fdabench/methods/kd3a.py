@@ -9,7 +9,9 @@ Per round, from global parameters θ:
    that rises linearly over the rounds (0.8 → 0.95 by default);
 3. the target trains from θ on the inputs that have knowledge, with mixup of inputs, soft labels and
    consensus weights (`train_on_knowledge`), and sends its update, its sample count and the domain weights
-   of *consensus focus* (`consensus_focus`, `domain_weights`);
+   of *consensus focus* (`consensus_focus`, `domain_weights`). It trains on about as many inputs as a
+   source and, as KD3A trains every domain alike, with the sources' learning rate, batch size and local
+   epochs (the target_* settings are for its few labelled samples, which KD3A does not use as such);
 4. θ ← Σ_k α_k θ_k over the sources and the target, and buffers (BatchNorm statistics) likewise.
 """
 
@@ -142,7 +144,7 @@ class KD3A(Method):
         model = build_cell_model(problem, settings, seed, device)
         space = ParameterSpace(model)
         loss_fn = loss_function(problem.task)
-        source_local, target_local = local_settings(settings)
+        source_local, _ = local_settings(settings)
         sources = problem.sources
         # the target's training inputs, labelled and unlabelled, all used without labels
         unlabelled = torch.cat([problem.target_labelled.x, problem.target_unlabelled.x])
@@ -176,7 +178,7 @@ class KD3A(Method):
             if target_count:
                 target_update = train_on_knowledge(
                     space, global_params, unlabelled[kept], knowledge[kept], support[kept].to(knowledge.dtype) / len(sources),
-                    target_local, self.hparams["mixup_alpha"], generators[-1], mixup_rng,
+                    source_local, self.hparams["mixup_alpha"], generators[-1], mixup_rng,
                 )
             else:
                 target_update = torch.zeros_like(global_params)

@@ -18,10 +18,21 @@ def cells_frame(paths: Iterable[str]) -> pd.DataFrame:
     rows = []
     for path in paths:
         cell = read_cell(path)
-        rows.append({**cell["cell"], "metric": cell["metric"], "final": cell["final"], "wall_seconds": cell.get("wall_seconds")})
+        rows.append({**cell["cell"], "metric": cell["metric"], "final": cell["final"], "wall_seconds": cell.get("wall_seconds"),
+                     "uses_unlabelled_target": bool(cell.get("uses_unlabelled_target", False))})
     if not rows:
         raise ValueError("no cells to tabulate")
     return pd.DataFrame(rows)
+
+
+UNLABELLED_MARK = "†"
+
+
+def unlabelled_target_methods(cells: pd.DataFrame) -> list[str]:
+    """Methods whose cells trained on the target's unlabelled training inputs."""
+    if "uses_unlabelled_target" not in cells:
+        return []
+    return list(dict.fromkeys(cells.loc[cells["uses_unlabelled_target"], "method"]))
 
 
 def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -60,8 +71,10 @@ def format_value(mean: float, std: float, metric: str) -> str:
     return text if math.isnan(std) else f"{text} ({std:.2g})"
 
 
-def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
-    """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)"."""
+def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
+    """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)".
+    Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
+    unlabelled_target = set(unlabelled_target)
     experiments = list(dict.fromkeys(tidy["experiment"]))
     methods = list(dict.fromkeys(tidy["method"]))
     columns: list[tuple[str, str]] = []
@@ -80,7 +93,8 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
         for exp, target in columns:
             row = lookup.get((exp, target, method))
             cells.append("–" if row is None else format_value(row.mean, row.std, row.metric))
-        lines.append("| " + " | ".join([method] + cells) + " |")
+        label = f"{method} {UNLABELLED_MARK}" if method in unlabelled_target else method
+        lines.append("| " + " | ".join([label] + cells) + " |")
     seeds = sorted(set(tidy["n_seeds"]))
     notes = [
         "",
@@ -90,6 +104,13 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
     for exp in experiments:
         metric = metrics[exp]
         notes.append(f"{exp}: {'target test accuracy (%)' if metric == 'accuracy' else 'target test ' + metric + ' (lower is better)'}.")
+    marked = [method for method in methods if method in unlabelled_target]
+    if marked:
+        notes.append(
+            f"{UNLABELLED_MARK} {', '.join(marked)}: trains on the target's unlabelled training data (100% of its training "
+            "inputs, labels unused), as the papers mark KD3A \"100% data\"; the other methods use only the target's "
+            "labelled samples (oracle: all its training samples, labelled)."
+        )
     return "\n".join(lines + notes) + "\n"
 
 
