@@ -116,19 +116,34 @@ def test_fedrep_without_head_training_is_the_global_model(run_method):
     assert _accuracies(history) == _accuracies(history, "global_accuracy")
 
 
-@pytest.mark.parametrize("task", ["classification", "regression"])
-def test_linear_head_training_in_closed_form_equals_autograd_training(task):
+@pytest.mark.parametrize("task, batch_size", [("classification", 8), ("regression", 8), ("classification", 0)])
+def test_heads_trained_together_in_closed_form_equal_autograd_training_alone(task, batch_size):
+    """Three clients (37, 35 and 33 samples: 5 batches of 8 each) train their heads together; each must
+    match train_locally of its head alone with its own generator."""
     from fdabench.federation.client import squared_error_loss
-    from fdabench.methods.personalised import train_linear_head
+    from fdabench.methods.personalised import train_linear_heads
 
     generator = torch.Generator().manual_seed(0)
-    head = torch.nn.Linear(5, 3)
-    features = torch.randn(37, 5, generator=generator)
-    targets = torch.randint(0, 3, (37,), generator=generator) if task == "classification" else torch.randn(37, 3, generator=generator)
+    heads = [torch.nn.Linear(5, 3) for _ in range(3)]
+    features = [torch.randn(n, 5, generator=generator) for n in (37, 35, 33)]
+    if task == "classification":
+        targets = [torch.randint(0, 3, (n,), generator=generator) for n in (37, 35, 33)]
+    else:
+        targets = [torch.randn(n, 3, generator=generator) for n in (37, 35, 33)]
     loss_fn = F.cross_entropy if task == "classification" else squared_error_loss
-    space = ParameterSpace(head)
-    start = space.get()
-    settings = LocalSettings(0.01, 8, 3, weight_decay=0.1)
-    expected = train_locally(space, start, ClientData("h", features, targets), settings, loss_fn, torch.Generator().manual_seed(1)).update
-    update = train_linear_head(head, start, features, targets, settings, torch.Generator().manual_seed(1))
-    assert torch.allclose(update, expected, atol=1e-6)
+    settings = LocalSettings(0.01, batch_size, 3, weight_decay=0.1)
+    starts = torch.stack([ParameterSpace(head).get() for head in heads])
+    updates = train_linear_heads(starts, features, targets, settings, [torch.Generator().manual_seed(c) for c in range(3)])
+    for client, head in enumerate(heads):
+        space = ParameterSpace(head)
+        data = ClientData("h", features[client], targets[client])
+        expected = train_locally(space, starts[client], data, settings, loss_fn, torch.Generator().manual_seed(client)).update
+        assert torch.allclose(updates[client], expected, atol=1e-6)
+
+
+def test_heads_with_different_batch_counts_are_refused():
+    from fdabench.methods.personalised import train_linear_heads
+
+    with pytest.raises(ValueError, match="batches per epoch"):
+        train_linear_heads(torch.zeros(2, 8), [torch.zeros(10, 3), torch.zeros(20, 3)], [torch.zeros(10, dtype=torch.long), torch.zeros(20, dtype=torch.long)],
+                           LocalSettings(0.1, 8, 1), [torch.Generator(), torch.Generator()])

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from fdabench.aggregation import fedavg
-from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, loss_function, make_optimizer, train_locally
+from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, loss_function, make_optimizer, steps_per_epoch, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.methods.base import METHODS, Method
@@ -77,6 +77,7 @@ class PersonalisedMethod(Method):
         records = []
         for round_index in range(settings.rounds):
             started = time.perf_counter()
+            self.begin_round(federation, global_params)
             updates = torch.stack([self.train_client(federation, index, global_params) for index in range(len(clients))])
             global_params = global_params + fedavg(updates, counts)
             space.set(global_params)
@@ -105,6 +106,9 @@ class PersonalisedMethod(Method):
     def shared_bytes(self, federation: Federation) -> int:
         """Bytes of the parameters that cross the client boundary each way (default: the whole model)."""
         return federation.space.update_bytes
+
+    def begin_round(self, federation: Federation, global_params: Tensor) -> None:
+        """Work of the round that precedes the clients' updates (default: none)."""
 
     def train_client(self, federation: Federation, index: int, global_params: Tensor) -> Tensor:
         """Client `index`'s round: its update of the shared parameters (zeros elsewhere)."""
@@ -142,27 +146,53 @@ class Ditto(PersonalisedMethod):
         return self.personal
 
 
-def train_linear_head(head: nn.Linear, start: Tensor, features: Tensor, targets: Tensor, settings: LocalSettings, generator: torch.Generator) -> Tensor:
-    """`train_locally` of a linear head on fixed features (same batches, same optimiser steps), with the
-    gradients in closed form instead of autograd — the head's many tiny steps are overhead-bound. Loss:
-    cross-entropy for integer targets (∂/∂z = (softmax(z) − onehot(y)) / B), else the squared error
-    Σ_k (z_k − y_k)² averaged over samples (∂/∂z = 2 (z − y) / B). `start`: weight then bias, flat.
-    Returns the update."""
-    outputs, inputs = head.weight.shape
-    weight = start[: outputs * inputs].reshape(outputs, inputs).clone()
-    bias = start[outputs * inputs :].clone()
-    optimizer = make_optimizer([weight, bias], settings)
-    classification = not targets.is_floating_point()
-    labels = torch.nn.functional.one_hot(targets, outputs).to(features.dtype) if classification else targets
-    for batch in batch_indices(len(features), settings.batch_size, settings.epochs, generator, features.device):
-        x, y = (features, labels) if batch is None else (features[batch], labels[batch])
-        logits = torch.addmm(bias, x, weight.t())
-        residual = torch.softmax(logits, dim=1).sub_(y) if classification else (logits - y).mul_(2.0)
-        residual.div_(len(x))
-        weight.grad = residual.t() @ x
-        bias.grad = residual.sum(0)
-        optimizer.step()
-    return torch.cat([weight.reshape(-1), bias]) - start
+def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Tensor], settings: LocalSettings, generators: list[torch.Generator]) -> Tensor:
+    """`train_locally` of C linear heads on fixed features, one per client, all at once: each client draws
+    its batch order from its own generator and takes the same optimiser steps as alone, but the C heads
+    step together through batched matrix products, with gradients in closed form instead of autograd (the
+    heads' many tiny steps are overhead-bound). The clients must share the number of batches per epoch.
+
+    Loss: cross-entropy for integer targets (∂/∂z = (softmax(z) − onehot(y)) / B), else the squared error
+    Σ_k (z_k − y_k)² averaged over samples (∂/∂z = 2 (z − y) / B). `starts`: (C, K·D + K), each row the
+    head's weight then bias, flat. Returns the (C, K·D + K) updates."""
+    clients, dim = len(features), features[0].shape[1]
+    outputs = starts.shape[1] // (dim + 1)
+    sizes = [len(x) for x in features]
+    steps = {steps_per_epoch(size, settings.batch_size) for size in sizes}
+    if len(steps) != 1:
+        raise ValueError(f"clients with {sorted(steps)} batches per epoch cannot train together")
+    steps = steps.pop()
+    batch = max(sizes) if steps == 1 else settings.batch_size  # rows per step; shorter batches are padded
+    rows = steps * batch
+    # θ = [weight | bias] against inputs [x, 1]
+    theta = torch.cat([starts[:, : outputs * dim].reshape(clients, outputs, dim), starts[:, outputs * dim :, None]], dim=2)
+    optimizer = make_optimizer([theta], settings)
+    padded = lambda x: torch.nn.functional.pad(x, (0, 0, 0, rows - len(x)))  # noqa: E731
+    inputs = [torch.cat([x, x.new_ones(len(x), 1)], dim=1) for x in features]
+    classification = not targets[0].is_floating_point()
+    labels = [torch.nn.functional.one_hot(y, outputs).to(features[0].dtype) if classification else y for y in targets]
+    # per row: 1 / (its batch's size), 0 on padding
+    row_weights = torch.zeros(clients, rows, 1, dtype=features[0].dtype, device=features[0].device)
+    for client, size in enumerate(sizes):
+        for step in range(steps):
+            begin = step * batch
+            row_weights[client, begin : min(begin + batch, size)] = 1.0 / (min(begin + batch, size) - begin)
+    for _ in range(settings.epochs):
+        if steps == 1:  # full batch: no permutation drawn, as in train_locally
+            x_epoch, y_epoch = torch.stack([padded(x) for x in inputs]), torch.stack([padded(y) for y in labels])
+        else:
+            orders = [torch.randperm(size, generator=generator).to(inputs[0].device) for size, generator in zip(sizes, generators)]
+            x_epoch = torch.stack([padded(x[order]) for x, order in zip(inputs, orders)])
+            y_epoch = torch.stack([padded(y[order]) for y, order in zip(labels, orders)])
+        for step in range(steps):
+            window = slice(step * batch, (step + 1) * batch)
+            x, y = x_epoch[:, window], y_epoch[:, window]
+            logits = torch.bmm(x, theta.transpose(1, 2))
+            residual = torch.softmax(logits, dim=2).sub_(y) if classification else (logits - y).mul_(2.0)
+            residual.mul_(row_weights[:, window])
+            theta.grad = torch.bmm(residual.transpose(1, 2), x)
+            optimizer.step()
+    return torch.cat([theta[:, :, :dim].reshape(clients, -1), theta[:, :, dim]], dim=1) - starts
 
 
 @METHODS.register("fedrep")
@@ -192,21 +222,37 @@ class FedRep(PersonalisedMethod):
     def shared_bytes(self, federation):
         return self.body_space.update_bytes
 
-    def train_client(self, federation, index, global_params):
-        data, local, generator = federation.clients[index], federation.local[index], federation.generators[index]
+    def begin_round(self, federation, global_params):
+        """Every client trains its head on the received body's features (the body frozen: features computed
+        once), clients with the same local settings and batches per epoch together (`train_linear_heads`)."""
+        if not self.hparams["head_epochs"]:
+            return
         model = federation.model
         federation.space.set(global_params)
-        if self.hparams["head_epochs"]:
-            model.train()
-            with torch.no_grad():  # the body is frozen while the head trains: features computed once
-                features = model.features(data.x)
-            head_local = replace(local, epochs=self.hparams["head_epochs"])
-            self.heads[index] = self.heads[index] + train_linear_head(model.head, self.heads[index], features, data.y, head_local, generator)
-        self.head_space.set(self.heads[index])
+        model.train()
+        with torch.no_grad():
+            features = [model.features(client.x) for client in federation.clients]
+        groups: dict[tuple, list[int]] = {}
+        for index, (client, local) in enumerate(zip(federation.clients, federation.local)):
+            groups.setdefault((steps_per_epoch(len(client), local.batch_size), local), []).append(index)
+        for (_, local), members in groups.items():
+            updates = train_linear_heads(
+                torch.stack([self.heads[i] for i in members]),
+                [features[i] for i in members],
+                [federation.clients[i].y for i in members],
+                replace(local, epochs=self.hparams["head_epochs"]),
+                [federation.generators[i] for i in members],
+            )
+            for i, update in zip(members, updates):
+                self.heads[i] = self.heads[i] + update
+
+    def train_client(self, federation, index, global_params):
+        """The body's epochs with the client's head (trained in `begin_round`) frozen."""
         update = torch.zeros_like(global_params)
         if self.hparams["body_epochs"]:
-            body_local = replace(local, epochs=self.hparams["body_epochs"])
-            result = train_locally(self.body_space, global_params[: self.body_size], data, body_local, federation.loss_fn, generator)
+            self.head_space.set(self.heads[index])
+            body_local = replace(federation.local[index], epochs=self.hparams["body_epochs"])
+            result = train_locally(self.body_space, global_params[: self.body_size], federation.clients[index], body_local, federation.loss_fn, federation.generators[index])
             update[: self.body_size] = result.update
         return update
 
