@@ -167,28 +167,33 @@ def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Ten
     # θ = [weight | bias] against inputs [x, 1]
     theta = torch.cat([starts[:, : outputs * dim].reshape(clients, outputs, dim), starts[:, outputs * dim :, None]], dim=2)
     optimizer = make_optimizer([theta], settings)
-    padded = lambda x: torch.nn.functional.pad(x, (0, 0, 0, rows - len(x)))  # noqa: E731
-    inputs = [torch.cat([x, x.new_ones(len(x), 1)], dim=1) for x in features]
+    device, dtype = features[0].device, features[0].dtype
     classification = not targets[0].is_floating_point()
-    labels = [torch.nn.functional.one_hot(y, outputs).to(features[0].dtype) if classification else y for y in targets]
+    # every client's rows stacked, plus one zero row that padding points to
+    inputs = torch.cat([torch.cat([torch.cat(features), torch.ones(sum(sizes), 1, dtype=dtype, device=device)], dim=1), torch.zeros(1, dim + 1, dtype=dtype, device=device)])
+    labels = torch.cat(targets)
+    labels = torch.nn.functional.one_hot(labels, outputs).to(dtype) if classification else labels
+    labels = torch.cat([labels, torch.zeros(1, outputs, dtype=dtype, device=device)])
+    offsets = [sum(sizes[:client]) for client in range(clients)]
+    rows_of = torch.full((clients, rows), len(inputs) - 1, dtype=torch.long, device=device)
     # per row: 1 / (its batch's size), 0 on padding
-    row_weights = torch.zeros(clients, rows, 1, dtype=features[0].dtype, device=features[0].device)
+    row_weights = torch.zeros(clients, rows, 1, dtype=dtype, device=device)
     for client, size in enumerate(sizes):
+        rows_of[client, :size] = torch.arange(offsets[client], offsets[client] + size, device=device)
         for step in range(steps):
             begin = step * batch
             row_weights[client, begin : min(begin + batch, size)] = 1.0 / (min(begin + batch, size) - begin)
     for _ in range(settings.epochs):
-        if steps == 1:  # full batch: no permutation drawn, as in train_locally
-            x_epoch, y_epoch = torch.stack([padded(x) for x in inputs]), torch.stack([padded(y) for y in labels])
-        else:
-            orders = [torch.randperm(size, generator=generator).to(inputs[0].device) for size, generator in zip(sizes, generators)]
-            x_epoch = torch.stack([padded(x[order]) for x, order in zip(inputs, orders)])
-            y_epoch = torch.stack([padded(y[order]) for y, order in zip(labels, orders)])
+        if steps > 1:  # a full batch draws no permutation, as in train_locally
+            rows_of = rows_of.clone()
+            for client, (size, generator) in enumerate(zip(sizes, generators)):
+                rows_of[client, :size] = torch.randperm(size, generator=generator).to(device) + offsets[client]
+        x_epoch, y_epoch = inputs[rows_of], labels[rows_of]
         for step in range(steps):
             window = slice(step * batch, (step + 1) * batch)
-            x, y = x_epoch[:, window], y_epoch[:, window]
+            x = x_epoch[:, window]
             logits = torch.bmm(x, theta.transpose(1, 2))
-            residual = torch.softmax(logits, dim=2).sub_(y) if classification else (logits - y).mul_(2.0)
+            residual = torch.softmax(logits, dim=2).sub_(y_epoch[:, window]) if classification else (logits - y_epoch[:, window]).mul_(2.0)
             residual.mul_(row_weights[:, window])
             theta.grad = torch.bmm(residual.transpose(1, 2), x)
             optimizer.step()
