@@ -22,6 +22,16 @@ TINY_SETTINGS = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Method runs use one torch thread, as every training cell does (threads_per_cell: 1); tiny models
+    only lose from a second thread."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="module")
 def tiny_problem(colored_digits):
     partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
