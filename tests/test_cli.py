@@ -95,3 +95,11 @@ def test_every_command_has_help(command, capsys):
         main([command, "--help"])
     assert exit_info.value.code == 0
     assert "usage: fdabench" in capsys.readouterr().out
+
+
+def test_cells_record_whether_the_unlabelled_target_data_was_used(prepared_inputs):
+    kd3a = _train(prepared_inputs, "kd3a", 0, "kd3a.json")
+    assert kd3a["uses_unlabelled_target"] is True and kd3a["cell"]["method"] == "kd3a"
+    assert _train(prepared_inputs, "ditto", 0, "ditto.json")["uses_unlabelled_target"] is False
+    root = prepared_inputs[0]
+    assert main(["table", str(root / "kd3a.json"), str(root / "ditto.json")]) == 0

@@ -153,6 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             "device": str(device),
             "threads": args.threads,
             "partition_hash": partition_payload["content_hash"],
+            "uses_unlabelled_target": method.uses_unlabelled_target,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         }
     )
@@ -195,17 +196,19 @@ class _RoundProgress:
 
 def cmd_table(args: argparse.Namespace) -> int:
     from fdabench.io import write_json_atomic, write_text_atomic
-    from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table
+    from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table, unlabelled_target_methods
 
-    tidy = tidy_table(cells_frame(args.cells, args.metrics))
+    cells = cells_frame(args.cells, args.metrics)
+    tidy = tidy_table(cells)
+    unlabelled = unlabelled_target_methods(cells)
     if args.csv:
         write_text_atomic(args.csv, tidy.to_csv(index=False, float_format="%.6g"))
     if args.md:
-        write_text_atomic(args.md, markdown_table(tidy, args.title))
+        write_text_atomic(args.md, markdown_table(tidy, args.title, unlabelled))
     if args.json:
         write_json_atomic(args.json, table_json(tidy))
     if not (args.csv or args.md or args.json):
-        print(markdown_table(tidy, args.title))
+        print(markdown_table(tidy, args.title, unlabelled))
     return 0
 
 

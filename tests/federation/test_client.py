@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from fdabench.federation.client import LocalSettings, evaluate, squared_error_loss, train_locally
+from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, squared_error_loss, train_locally
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model
@@ -86,3 +86,24 @@ def test_average_buffers():
     states = [[torch.tensor([1.0, 2.0]), torch.tensor(3)], [torch.tensor([3.0, 6.0]), torch.tensor(5)]]
     averaged = average_buffers(states, torch.tensor([1.0, 3.0]))
     assert torch.allclose(averaged[0], torch.tensor([2.5, 5.0])) and averaged[1].item() == 5
+
+
+def test_proximal_step_is_the_penalty_s_proximal_operator():
+    """One full-batch SGD step on the loss, then θ ← (θ + lr·μ·a) / (1 + lr·μ) towards the anchor a."""
+    space = ParameterSpace(build_model("mlp", (6,), 3))
+    start, data, lr, mu = space.get(), _client(), 0.1, 3.0
+    anchor = torch.linspace(-1, 1, space.size)
+    plain = train_locally(space, start, data, LocalSettings(lr, 0, 1, optimizer="sgd"), torch.nn.functional.cross_entropy, torch.Generator())
+    proximal = train_locally(space, start, data, LocalSettings(lr, 0, 1, optimizer="sgd"), torch.nn.functional.cross_entropy, torch.Generator(),
+                             proximal=Proximal(mu, anchor))
+    expected = (start + plain.update + lr * mu * anchor) / (1 + lr * mu)
+    assert torch.allclose(start + proximal.update, expected, atol=1e-6)
+
+
+def test_batch_indices_full_batch_draws_nothing():
+    generator = torch.Generator().manual_seed(0)
+    state = generator.get_state()
+    assert list(batch_indices(10, 0, 3, generator, "cpu")) == [None, None, None]
+    assert torch.equal(generator.get_state(), state)
+    batches = list(batch_indices(10, 4, 1, generator, "cpu"))
+    assert [len(b) for b in batches] == [4, 4, 2] and sorted(torch.cat(batches).tolist()) == list(range(10))

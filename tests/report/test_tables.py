@@ -45,3 +45,15 @@ def test_json_metrics(cells):
 def test_format_value():
     assert format_value(0.5, float("nan"), "accuracy") == "50.00"
     assert format_value(0.123456, 0.01, "mse") == "0.1235 (0.01)"
+
+
+def test_methods_on_unlabelled_target_data_are_marked(cells):
+    cells = cells.assign(uses_unlabelled_target=cells["method"] == "fedgp")
+    from fdabench.report.tables import unlabelled_target_methods
+
+    marked = unlabelled_target_methods(cells)
+    assert marked == ["fedgp"]
+    text = markdown_table(tidy_table(cells), title="T", unlabelled_target=marked)
+    assert "| fedgp † | 61.00 (1.41)" in text and "| source_only | " in text
+    assert "† fedgp: trains on the target's unlabelled training data (100% of its training inputs" in text
+    assert "†" not in markdown_table(tidy_table(cells))

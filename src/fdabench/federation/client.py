@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,17 @@ class LocalSettings:
     optimizer: str = "adam"
     momentum: float = 0.0
     weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Proximal:
+    """The penalty (mu/2)·‖θ − anchor‖² added to a client's local objective (FedProx, Li et al. 2020, Eq. 2;
+    Ditto, Li et al. 2021, Eq. 2). It is applied by its proximal operator after every optimiser step,
+    θ ← (θ + lr·mu·anchor) / (1 + lr·mu): for small lr·mu the same pull lr·mu·(θ − anchor) per step as the
+    penalty's gradient under SGD, stable for any mu, and θ → anchor as mu → ∞."""
+
+    mu: float
+    anchor: Tensor | None = None  # None: the parameters local training starts from (FedProx's w^t)
 
 
 @dataclass
@@ -62,6 +73,20 @@ def steps_per_epoch(samples: int, batch_size: int) -> int:
     return 1 if batch_size <= 0 else math.ceil(samples / batch_size)
 
 
+def batch_indices(samples: int, batch_size: int, epochs: int, generator: torch.Generator, device) -> Iterator[Tensor | None]:
+    """The batches of local training: each epoch visits the samples once in a fresh random order drawn
+    from `generator` (the last batch may be smaller). None stands for the whole data set: a full batch
+    draws no permutation and copies nothing."""
+    batch_size = samples if batch_size <= 0 else min(batch_size, samples)
+    for _ in range(epochs):
+        if batch_size >= samples:
+            yield None
+            continue
+        order = torch.randperm(samples, generator=generator).to(device)
+        for begin in range(0, samples, batch_size):
+            yield order[begin : begin + batch_size]
+
+
 def train_locally(
     space: ParameterSpace,
     start: Tensor,
@@ -71,12 +96,13 @@ def train_locally(
     generator: torch.Generator,
     on_step: StepObserver | None = None,
     batch_loss: BatchLoss | None = None,
+    proximal: Proximal | None = None,
 ) -> LocalResult:
     """Train from `start` for `settings.epochs` epochs with a fresh optimiser; return the update.
 
-    Each epoch visits the client's samples once in a fresh random order (the last batch may be smaller).
-    `on_step`, if given, receives every optimiser step's parameter change (the per-batch updates G_b).
-    `batch_loss` replaces loss_fn(model(x), y) (e.g. a multi-task loss).
+    Batches come from `batch_indices`. `on_step`, if given, receives every optimiser step's parameter
+    change (the per-batch updates G_b). `batch_loss` replaces loss_fn(model(x), y) (e.g. a multi-task
+    loss). `proximal` adds the penalty (mu/2)‖θ − anchor‖² (see `Proximal`).
     """
     if batch_loss is None:
         batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))  # noqa: E731
@@ -85,22 +111,25 @@ def train_locally(
     model.train()
     optimizer = make_optimizer(space.parameters, settings)
     samples = len(data)
-    batch_size = samples if settings.batch_size <= 0 else min(settings.batch_size, samples)
     steps = 0
     before = start.clone() if on_step is not None else None
-    full_batch = batch_size >= samples
-    for _ in range(settings.epochs):
-        order = None if full_batch else torch.randperm(samples, generator=generator).to(data.x.device)
-        for begin in range(0, samples, batch_size):
-            optimizer.zero_grad()
-            # a full batch needs no permutation and no copy: its order does not matter
-            batch_loss(model, data, None if full_batch else order[begin : begin + batch_size]).backward()
-            optimizer.step()
-            steps += 1
-            if on_step is not None:
-                after = space.get()
-                on_step(before.neg_().add_(after))  # G_b = after − before, in place: no extra m-vector
-                before = after
+    pull = settings.lr * proximal.mu if proximal is not None else 0.0
+    if pull:
+        anchor = start if proximal.anchor is None else proximal.anchor
+        anchors = [piece.view_as(p) for piece, p in zip(torch.split(anchor, space.layer_sizes), space.parameters)]
+    for batch in batch_indices(samples, settings.batch_size, settings.epochs, generator, data.x.device):
+        optimizer.zero_grad()
+        batch_loss(model, data, batch).backward()
+        optimizer.step()
+        if pull:
+            with torch.no_grad():
+                torch._foreach_add_(space.parameters, anchors, alpha=pull)
+                torch._foreach_div_(space.parameters, 1.0 + pull)
+        steps += 1
+        if on_step is not None:
+            after = space.get()
+            on_step(before.neg_().add_(after))  # G_b = after − before, in place: no extra m-vector
+            before = after
     return LocalResult(update=space.get() - start, steps=steps, samples=samples)
 
 

@@ -8,11 +8,16 @@ from torch.nn.utils import parameters_to_vector
 
 
 class ParameterSpace:
-    """Reads and writes a model's parameters as a flat float vector (layers in `named_parameters` order)."""
+    """Reads and writes a model's parameters as a flat float vector (layers in `named_parameters` order).
 
-    def __init__(self, model: nn.Module):
+    With `prefix`, only the parameters whose names start with it (e.g. "features." for the body): training
+    in such a space moves those and leaves the others frozen, while the forward pass is the whole model's."""
+
+    def __init__(self, model: nn.Module, prefix: str = ""):
         self.model = model
-        named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        named = [(name, p) for name, p in model.named_parameters() if p.requires_grad and name.startswith(prefix)]
+        if not named:
+            raise ValueError(f"no trainable parameters named {prefix}...")
         self.layer_names = tuple(name for name, _ in named)
         self.parameters = [p for _, p in named]
         self.layer_sizes = tuple(p.numel() for p in self.parameters)

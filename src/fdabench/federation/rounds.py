@@ -35,6 +35,13 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
 
 
+def build_cell_model(problem: FederatedProblem, settings: TrainSettings, seed: int, device: torch.device) -> torch.nn.Module:
+    """The cell's model at its initial parameters: seeded with the cell's seed, so every method of a cell
+    starts from the same parameters."""
+    torch.manual_seed(seed)
+    return build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+
+
 def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSettings]:
     """(source, target) local training settings."""
     common = {"optimizer": settings.optimizer, "momentum": settings.momentum, "weight_decay": settings.weight_decay}
@@ -51,9 +58,12 @@ def run_rounds(
     seed: int,
     device: torch.device,
     on_round: RoundCallback | None = None,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    torch.manual_seed(seed)
-    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options)
+    """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) ends
+    up holding the final global parameters, for methods that continue from them (Finetune_Offline)."""
+    if model is None:
+        model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
     space = ParameterSpace(model)
     global_params = space.get()
@@ -77,6 +87,7 @@ def run_rounds(
     source_names = tuple(s.name for s in sources)
     velocity = None  # server momentum buffer
     source_loss = method.source_batch_loss(loss_fn)
+    proximal = method.local_proximal()
     records = []
     for round_index in range(total_rounds):
         started = time.perf_counter()
@@ -89,7 +100,9 @@ def run_rounds(
         if sources:
             results = []
             for index, data in enumerate(sources):
-                results.append(train_locally(space, global_params, data, source_local, loss_fn, generators[index], batch_loss=source_loss))
+                results.append(
+                    train_locally(space, global_params, data, source_local, loss_fn, generators[index], batch_loss=source_loss, proximal=proximal)
+                )
                 if space.buffers:
                     buffer_states.append(space.get_buffers())
             inputs.source_updates = torch.stack([r.update for r in results])
@@ -103,7 +116,7 @@ def run_rounds(
             start = method.target_start(inputs)
             space.set(start)
             observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
-            result = train_locally(space, start, target, target_local, loss_fn, generators[-1], on_step=observer)
+            result = train_locally(space, start, target, target_local, loss_fn, generators[-1], on_step=observer, proximal=proximal)
             target_buffers = space.get_buffers()
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = statistics

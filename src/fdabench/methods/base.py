@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import Tensor
 
-from fdabench.federation.client import StepObserver
+from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
 from fdabench.registry import Registry
@@ -63,6 +63,8 @@ class Method(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: whether training reads the target's unlabelled training inputs (recorded in cells, marked in tables)
+    uses_unlabelled_target: ClassVar[bool] = False
     #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`).
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
@@ -127,6 +129,10 @@ class RoundLoopMethod(Method):
         """Where the target's local training starts in an FDA round (sources' updates are in `inputs`);
         default: the global parameters, as in Algorithm 1."""
         return inputs.global_params
+
+    def local_proximal(self) -> Proximal | None:
+        """A proximal penalty every client adds to its local objective (FedProx); default: none."""
+        return None
 
     def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]:
         """Optionally a callback that sees each target optimiser step, and the statistics it fills

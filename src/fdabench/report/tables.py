@@ -19,14 +19,25 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None) -> pd.Da
     rows = []
     for path in paths:
         cell = read_cell(path)
+        finals = cell.get("finals", {cell["metric"]: cell["final"]})
         for metric in metrics or [cell["metric"]]:
-            finals = cell.get("finals", {cell["metric"]: cell["final"]})
             if metric not in finals:
                 raise ValueError(f"{path}: no final {metric!r} (it has {', '.join(finals)})")
-            rows.append({**cell["cell"], "metric": metric, "final": finals[metric], "wall_seconds": cell.get("wall_seconds")})
+            rows.append({**cell["cell"], "metric": metric, "final": finals[metric], "wall_seconds": cell.get("wall_seconds"),
+                         "uses_unlabelled_target": bool(cell.get("uses_unlabelled_target", False))})
     if not rows:
         raise ValueError("no cells to tabulate")
     return pd.DataFrame(rows)
+
+
+UNLABELLED_MARK = "†"
+
+
+def unlabelled_target_methods(cells: pd.DataFrame) -> list[str]:
+    """Methods whose cells trained on the target's unlabelled training inputs."""
+    if "uses_unlabelled_target" not in cells:
+        return []
+    return list(dict.fromkeys(cells.loc[cells["uses_unlabelled_target"], "method"]))
 
 
 def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -65,8 +76,10 @@ def format_value(mean: float, std: float, metric: str) -> str:
     return text if math.isnan(std) else f"{text} ({std:.2g})"
 
 
-def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
-    """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)"."""
+def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
+    """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)".
+    Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
+    unlabelled_target = set(unlabelled_target)
     experiments = list(dict.fromkeys(tidy["experiment"]))
     methods = list(dict.fromkeys(tidy["method"]))
     several_metrics = tidy["metric"].nunique() > 1
@@ -76,8 +89,8 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
             rows = tidy[(tidy["experiment"] == experiment) & (tidy["metric"] == metric)]
             columns += [(experiment, metric, target) for target in dict.fromkeys(rows["target"])]
     lookup = {(row.experiment, row.metric, row.target, row.method): row for row in tidy.itertuples()}
-    label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
-    header = ["Method"] + [f"{exp}{' ' + label.get(metric, metric) if several_metrics else ''} {target}" for exp, metric, target in columns]
+    metric_label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
+    header = ["Method"] + [f"{exp}{' ' + metric_label.get(metric, metric) if several_metrics else ''} {target}" for exp, metric, target in columns]
     lines = []
     if title:
         lines += [f"### {title}", ""]
@@ -87,7 +100,8 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
         for exp, metric, target in columns:
             row = lookup.get((exp, metric, target, method))
             cells.append("–" if row is None else format_value(row.mean, row.std, row.metric))
-        lines.append("| " + " | ".join([method] + cells) + " |")
+        name = f"{method} {UNLABELLED_MARK}" if method in unlabelled_target else method
+        lines.append("| " + " | ".join([name] + cells) + " |")
     seeds = sorted(set(tidy["n_seeds"]))
     notes = [
         "",
@@ -98,6 +112,13 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None) -> str:
     for exp in experiments:
         for metric in dict.fromkeys(tidy.loc[tidy["experiment"] == exp, "metric"]):
             notes.append(f"{exp}: {meaning.get(metric, metric)}.")
+    marked = [method for method in methods if method in unlabelled_target]
+    if marked:
+        notes.append(
+            f"{UNLABELLED_MARK} {', '.join(marked)}: trains on the target's unlabelled training data (100% of its training "
+            "inputs, labels unused), as the papers mark KD3A \"100% data\"; the other methods use only the target's "
+            "labelled samples (oracle: all its training samples, labelled)."
+        )
     return "\n".join(lines + notes) + "\n"
 
 
