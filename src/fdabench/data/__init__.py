@@ -1,6 +1,6 @@
 """Datasets (sources of domains) and partitioners, each in a name -> class registry."""
 
-from fdabench.data import digits, synthetic  # noqa: F401  (register the embedded datasets)
+from fdabench.data import digits, office_caltech, synthetic  # noqa: F401  (register the dataset sources)
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset, get_dataset
 from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner
 
