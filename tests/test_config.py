@@ -32,7 +32,7 @@ def test_method_typo_names_key_and_allowed_values(raw):
     broken["suites"]["demo"]["methods"] = ["source_only", "fedgpp"]
     message = _error(broken)
     assert "suites.demo.methods[1]: unknown method 'fedgpp'" in message
-    assert "allowed values: fedda, fedda_auto, fedda_auto_init, fedgp, fedgp_auto, fedgp_auto_init, fedgp_auto_threshold, oracle, source_only, target_only" in message
+    assert "allowed values: dadil_e, dadil_r, fedda, fedda_auto, fedda_auto_init, fedgp, fedgp_auto, fedgp_auto_init, fedgp_auto_threshold, oracle, source_only, target_only" in message
 
 
 def test_unknown_key(raw):

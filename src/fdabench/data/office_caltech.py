@@ -129,16 +129,19 @@ class OfficeCaltech10(DatasetSource):
         "verify_checksums": {"type": "boolean", "description": "check each file's sha256 against the published files"},
     }
     default_options = {"features": "hellinger", "verify_checksums": True}
-    # A linear softmax classifier on the 800 features, FedAvg-trained: the sources hold ~100-900 samples.
+    # Model and learning rate chosen by training-domain validation (DomainBed): FedAvg over the sources,
+    # accuracy on the sources' held-out 20%, mean over the four leave-one-out splits (seed 0), among
+    # {linear, MLP 128} x lr {1e-3, 1e-2} x weight decay {0, 1e-3}: MLP 128 at 1e-3 without decay, 67.7%
+    # (linear at 1e-2: 67.0%). The target test split played no part in the choice.
     default_train = {
         "model": "mlp",
-        "model_options": {"hidden": []},
+        "model_options": {"hidden": [128]},
         "rounds": 50,
         "warmup_rounds": 2,
         "local_epochs": 1,
         "optimizer": "adam",
-        "source_lr": 1e-2,
-        "target_lr": 1e-2,
+        "source_lr": 1e-3,
+        "target_lr": 1e-3,
         "source_batch_size": 32,
         "target_batch_size": 16,
     }

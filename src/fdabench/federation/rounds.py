@@ -50,9 +50,13 @@ def run_rounds(
     seed: int,
     device: torch.device,
     on_round: RoundCallback | None = None,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
+    """Run the method's rounds; `model`, when given, is trained in place (a method that builds on the
+    global model afterwards, e.g. FedDaDiL's encoder, passes one built as below and keeps it)."""
     torch.manual_seed(seed)
-    model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
+    if model is None:
+        model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
     space = ParameterSpace(model)
     global_params = space.get()
     loss_fn = loss_function(problem.task)
