@@ -153,3 +153,20 @@ def test_regression_is_refused(blobs):
     regression = dataclasses.replace(blobs, task="regression")
     with pytest.raises(ValueError, match="classification"):
         get_method("dadil_e", SMALL).run(regression, SETTINGS, 0, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("hidden", [[], [8]])
+def test_batched_classifiers_train_independently(hidden):
+    """Changing one group's data leaves the other groups' trained classifiers unchanged (no gradient mixes)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 20, 5, generator=generator)
+    labels = torch.softmax(torch.randn(3, 20, 4, generator=generator), dim=2)
+    other_x, other_labels = x.clone(), labels.clone()
+    other_x[1] = torch.randn(20, 5, generator=generator)
+    other_labels[1] = labels[1].flip(1)
+    first = dadil.train_classifiers(x, labels, hidden, steps=25, lr=0.05, seed=1)
+    second = dadil.train_classifiers(other_x, other_labels, hidden, steps=25, lr=0.05, seed=1)
+    probe = torch.randn(7, 5, generator=generator)
+    with torch.no_grad():
+        a, b = first.logits(probe), second.logits(probe)
+    assert torch.allclose(a[[0, 2]], b[[0, 2]], atol=1e-6) and not torch.allclose(a[1], b[1])

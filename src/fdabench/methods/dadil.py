@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from fdabench.dictionary import barycentre, project_simplex, wasserstein_cost
 from fdabench.federation.optim import Adam
@@ -152,22 +152,42 @@ class DictionaryClient:
         return message, total / hparams["local_steps"]
 
 
-def train_classifier(x: Tensor, soft_labels: Tensor, hidden: list[int], steps: int, lr: float, seed: int) -> nn.Module:
-    """A softmax classifier (linear, or an MLP with `hidden` widths) fitted to soft labels by full-batch
-    Adam on the cross-entropy −Σ_c y_c log p_c."""
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    width = x.shape[1]
-    for size in hidden:
-        layers += [nn.Linear(width, size), nn.ReLU()]
-        width = size
-    classifier = nn.Sequential(*layers, nn.Linear(width, soft_labels.shape[1])).to(x.device)
-    optimizer = Adam(list(classifier.parameters()), lr=lr)
+class Classifiers:
+    """G independent softmax classifiers (linear, or MLPs with `hidden` widths), held as batched weights so
+    that they train together: group g sees only its own inputs, so the summed loss gives each classifier
+    exactly its own gradient, and Adam's element-wise steps are those of G separate runs."""
+
+    def __init__(self, groups: int, dim: int, classes: int, hidden: list[int], generator: torch.Generator, device):
+        widths = [dim, *hidden, classes]
+        self.weights, self.biases = [], []
+        for width_in, width_out in zip(widths[:-1], widths[1:]):
+            bound = 1.0 / math.sqrt(width_in)  # torch.nn.Linear's default initialisation range
+            self.weights.append(((torch.rand(groups, width_in, width_out, generator=generator) * 2 - 1) * bound).to(device).requires_grad_())
+            self.biases.append(((torch.rand(groups, 1, width_out, generator=generator) * 2 - 1) * bound).to(device).requires_grad_())
+
+    def parameters(self) -> list[Tensor]:
+        return [*self.weights, *self.biases]
+
+    def logits(self, x: Tensor) -> Tensor:
+        """(G, m, C) logits of inputs x (G, m, d), or of shared inputs x (m, d)."""
+        hidden = x if x.dim() == 3 else x.expand(len(self.weights[0]), -1, -1)
+        for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            hidden = torch.baddbmm(bias, hidden, weight)
+            if layer < len(self.weights) - 1:
+                hidden = F.relu(hidden)
+        return hidden
+
+
+def train_classifiers(x: Tensor, soft_labels: Tensor, hidden: list[int], steps: int, lr: float, seed: int) -> Classifiers:
+    """One classifier per group g on (x[g], soft_labels[g]) ((G, m, d) and (G, m, C)), fitted by full-batch
+    Adam on the soft-label cross-entropy −Σ_c y_c log p_c (mean over samples, summed over groups)."""
+    classifiers = Classifiers(x.shape[0], x.shape[2], soft_labels.shape[2], hidden, torch.Generator().manual_seed(seed), x.device)
+    optimizer = Adam(classifiers.parameters(), lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
-        (-(soft_labels * F.log_softmax(classifier(x), dim=1)).sum(1).mean()).backward()
+        (-(soft_labels * F.log_softmax(classifiers.logits(x), dim=2)).sum(2).mean(1).sum()).backward()
         optimizer.step()
-    return classifier.eval()
+    return classifiers
 
 
 def _accuracy_and_loss(probabilities: Tensor, y: Tensor) -> dict[str, float]:
@@ -297,9 +317,9 @@ class DaDiLR(FedDaDiL):
         with torch.no_grad():
             x, y = barycentre(list(atoms.features), alpha_target, atoms.features[start], list(labels), labels[start],
                               hp["label_weight"], hp["barycentre_iterations"])
-        classifier = train_classifier(x, y, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed)
+        classifier = train_classifiers(x[None], y[None], hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed)
         with torch.no_grad():
-            return F.softmax(classifier(test_x), dim=1)
+            return F.softmax(classifier.logits(test_x)[0], dim=1)
 
 
 @METHODS.register("dadil_e")
@@ -312,10 +332,8 @@ class DaDiLE(FedDaDiL):
     def classify(self, atoms, alpha_target, test_x, seed):
         hp = self.hparams
         labels = F.softmax(atoms.label_logits, dim=2)
-        probabilities = torch.zeros(len(test_x), labels.shape[2], device=test_x.device)
-        for k in range(len(atoms.features)):
-            classifier = train_classifier(atoms.features[k], labels[k], hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed + k)
-            with torch.no_grad():
-                probabilities += alpha_target[k] * F.softmax(classifier(test_x), dim=1)
-        return probabilities
+        classifiers = train_classifiers(atoms.features, labels, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed)
+        with torch.no_grad():
+            per_atom = F.softmax(classifiers.logits(test_x), dim=2)  # (K, m, C)
+            return (alpha_target[:, None, None] * per_atom).sum(0)
 
