@@ -22,9 +22,9 @@ def test_double_registration_is_refused():
 
 
 def test_builtin_members_are_registered():
-    assert {"colored_digits", "rotated_digits", "synthetic_regression"} <= set(DATASETS.names())
+    assert {"colored_digits", "rotated_digits", "synthetic_regression", "office_caltech10"} <= set(DATASETS.names())
     assert {"leave_one_domain_out", "shift_and_subsample"} <= set(PARTITIONERS.names())
-    assert {"source_only", "target_only", "oracle", "fedda", "fedgp"} <= set(METHODS.names())
+    assert {"source_only", "target_only", "oracle", "fedda", "fedgp", "dadil_e", "dadil_r"} <= set(METHODS.names())
     assert {"digits_cnn", "mlp", "sigmoid_mlp"} <= set(MODELS.names())
 
 

@@ -9,7 +9,9 @@ Keys (format "fdabench.cell/1"):
           method-specific logs such as betas and estimates}],
   bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters), sources (source
   client names, the order of per-source logs such as betas),
-  wall_seconds, train_seconds, device, threads, partition_hash, versions {fdabench, torch, python},
+  wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
+  the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
+  versions {fdabench, torch, python},
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
 (Finetune_Offline's local epochs on the target after FedAvg; no bytes). Personalised methods also log

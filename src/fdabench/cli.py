@@ -142,14 +142,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     method = get_method(config["algorithm"], config["hparams"])
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
     with _RoundProgress(label) as on_round:
-        train_started = time.perf_counter()
+        train_started, train_cpu_started = time.perf_counter(), time.process_time()
         history = method.run(problem, settings, config["seed"], device, on_round=on_round)
         train_seconds = time.perf_counter() - train_started
+        train_cpu_seconds = time.process_time() - train_cpu_started
     result = summarise(config, history, settings.final_rounds)
     result.update(
         {
             "wall_seconds": time.perf_counter() - started,
             "train_seconds": train_seconds,
+            "train_cpu_seconds": train_cpu_seconds,
             "device": str(device),
             "threads": args.threads,
             "partition_hash": partition_payload["content_hash"],

@@ -34,7 +34,7 @@ from typing import Sequence
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
 IN_CHILD_VARIABLE = "FDABENCH_FORKSERVER_CHILD"
-PRELOAD = ("torch", "numpy", "fdabench.methods", "fdabench.data", "fdabench.federation.rounds", "fdabench.cli")
+PRELOAD = ("torch", "numpy", "ot", "fdabench.methods", "fdabench.data", "fdabench.federation.rounds", "fdabench.cli")
 START_TIMEOUT_SECONDS = 120
 
 

@@ -60,8 +60,9 @@ def run_rounds(
     on_round: RoundCallback | None = None,
     model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) ends
-    up holding the final global parameters, for methods that continue from them (Finetune_Offline)."""
+    """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) is
+    trained in place and ends up holding the final global parameters, for methods that continue from
+    them (Finetune_Offline, FedDaDiL's encoder)."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
