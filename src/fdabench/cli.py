@@ -217,7 +217,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds
 
-    if args.kind in ("shift", "beta"):
+    if args.kind in ("shift", "beta", "alpha"):
         plot_final(args.cells, args.output, args.kind, args.title)
     else:
         {"rounds": plot_rounds, "betas": plot_betas}[args.kind](args.cells, args.output, args.title)
@@ -354,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_table)
 
     p = sub.add_parser("figure", help="plot cells")
-    p.add_argument("kind", choices=["rounds", "betas", "shift", "beta"],
+    p.add_argument("kind", choices=["rounds", "betas", "shift", "beta", "alpha"],
                    help="rounds: metric per round; betas: auto-weighting β per source and round; shift: final metric vs the level in the target name; beta: final metric vs β")
     p.add_argument("cells", nargs="+", help="cell result files")
     p.add_argument("--output", required=True)

@@ -79,7 +79,7 @@ def params_schema() -> dict[str, Any]:
     )
     figure = _object(
         {
-            "kind": {"enum": ["shift", "beta"], "description": "shift: final metric against the level in the target name; beta: final metric against β"},
+            "kind": {"enum": ["shift", "beta", "alpha"], "description": "shift: final metric against the level in the target name; beta / alpha: final metric against the hyper-parameter β / α"},
             "experiments": {**name_list, "description": "experiments of this suite in the figure"},
             "title": {"type": "string"},
         },

@@ -144,14 +144,15 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
         cell = read_cell(path)
         config = cell["config"]
         rows.append({"experiment": config["experiment"], "method": config["method"], "algorithm": config["algorithm"], "target": config["target"],
-                     "seed": config["seed"], "beta": config["hparams"].get("beta"), "metric": cell["metric"],
+                     "seed": config["seed"], "beta": config["hparams"].get("beta"), "alpha": config["hparams"].get("alpha"), "metric": cell["metric"],
                      "value": cell["final"] * (100 if cell["metric"] == "accuracy" else 1)})
     return pd.DataFrame(rows)
 
 
 def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str | None = None) -> None:
     """kind "shift": final metric against the level in the target name (noise std, η), one line per method,
-    one panel per experiment; kind "beta": final metric against β for FedDA and FedGP, one panel per target."""
+    one panel per experiment; kind "beta" ("alpha"): final metric against the hyper-parameter β (α) for
+    every algorithm with fixed values of it, one panel per target."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,14 +166,14 @@ def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str |
         frame["level"] = frame["target"].map(_level)
         grid = sns.relplot(data=frame, x="level", y="value", hue="method", col="experiment", kind="line", marker="o", errorbar="sd", height=3, aspect=1.3)
         grid.set_axis_labels("shift level (from the target name)", label)
-    elif kind == "beta":
-        frame = frame[frame["beta"].notna()]
+    elif kind in ("beta", "alpha"):
+        frame = frame[frame[kind].notna()]
         if frame.empty:
-            raise ValueError("no fixed-β cells to plot")
-        grid = sns.relplot(data=frame, x="beta", y="value", hue="algorithm", col="target", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
-        grid.set_axis_labels("β", label)
+            raise ValueError(f"no cells with a fixed {kind} to plot")
+        grid = sns.relplot(data=frame, x=kind, y="value", hue="algorithm", col="target", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
+        grid.set_axis_labels({"beta": "β", "alpha": "α"}[kind], label)
     else:
-        raise ValueError(f"unknown figure kind {kind!r}; allowed: shift, beta")
+        raise ValueError(f"unknown figure kind {kind!r}; allowed: shift, beta, alpha")
     if title:
         grid.figure.suptitle(title, y=1.03)
     save_figure(grid.figure, output)
