@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tiny import TINY_TRAIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,6 +37,24 @@ def synthetic_small():
 
     source = get_dataset("synthetic_regression")
     return source.prepare({**source.default_options, "samples_per_domain": 600})
+
+
+@pytest.fixture(scope="session")
+def tiny_train() -> dict:
+    return dict(TINY_TRAIN)
+
+
+@pytest.fixture(scope="session")
+def digits_problem(colored_digits):
+    """digits_problem(target): a CPU FDA problem on ColoredDigits with `target` held out (48 labelled)."""
+    from fdabench.data import get_partitioner
+    from fdabench.federation.problem import build_problem
+
+    def build(target: str):
+        partition = get_partitioner("leave_one_domain_out").split(colored_digits, target, 0, {"holdout_fraction": 0.2, "target_labelled": 48})
+        return build_problem(colored_digits, partition, "cpu")
+
+    return build
 
 
 @pytest.fixture(scope="session")

@@ -2,30 +2,19 @@
 
 import pytest
 import torch
+from tiny import TINY_TRAIN
 
-from fdabench.data import get_partitioner
-from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 
-SETTINGS = {
-    "model": "mlp",
-    "model_options": {"hidden": [16]},
-    "rounds": 4,
-    "warmup_rounds": 2,
-    "local_epochs": 1,
-    "optimizer": "adam",
-    "source_lr": 1e-3,
-    "target_lr": 1e-3,
-    "source_batch_size": 64,
-    "target_batch_size": 16,
-}
+
+
+SETTINGS = {**TINY_TRAIN, "warmup_rounds": 2}
 
 
 @pytest.fixture(scope="module")
-def problem(colored_digits):
-    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
-    return build_problem(colored_digits, partition, "cpu")
+def problem(digits_problem):
+    return digits_problem("-90")
 
 
 def _run(name, problem, seed=0, **hparams):

@@ -3,23 +3,9 @@
 import pytest
 import torch
 
-from fdabench.data import get_partitioner
-from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 
-TINY_SETTINGS = {
-    "model": "mlp",
-    "model_options": {"hidden": [16]},
-    "rounds": 4,
-    "warmup_rounds": 0,
-    "local_epochs": 1,
-    "optimizer": "adam",
-    "source_lr": 1e-3,
-    "target_lr": 1e-3,
-    "source_batch_size": 64,
-    "target_batch_size": 16,
-}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -33,22 +19,21 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def tiny_problem(colored_digits):
-    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
-    return build_problem(colored_digits, partition, "cpu")
+def tiny_problem(digits_problem):
+    return digits_problem("-90")
 
 
 @pytest.fixture(scope="module")
-def tiny_settings():
-    return TrainSettings.from_dict(TINY_SETTINGS)
+def tiny_settings(tiny_train):
+    return TrainSettings.from_dict(tiny_train)
 
 
 @pytest.fixture(scope="module")
-def run_method(tiny_problem):
+def run_method(tiny_problem, tiny_train):
     """run_method(name, hparams=None, problem=None, seed=0, **settings) -> history."""
 
     def run(name, hparams=None, problem=None, seed=0, **settings):
         method = get_method(name, hparams or {})
-        return method.run(problem or tiny_problem, TrainSettings.from_dict({**TINY_SETTINGS, **settings}), seed, torch.device("cpu"))
+        return method.run(problem or tiny_problem, TrainSettings.from_dict({**tiny_train, **settings}), seed, torch.device("cpu"))
 
     return run

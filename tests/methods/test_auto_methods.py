@@ -10,25 +10,14 @@ from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.fda import source_scale
+from tiny import TINY_TRAIN
 
-SETTINGS = {
-    "model": "mlp",
-    "model_options": {"hidden": [16]},
-    "rounds": 3,
-    "warmup_rounds": 1,
-    "local_epochs": 1,
-    "optimizer": "adam",
-    "source_lr": 2e-3,
-    "target_lr": 1e-3,
-    "source_batch_size": 64,
-    "target_batch_size": 16,
-}
+SETTINGS = {**TINY_TRAIN, "rounds": 3, "warmup_rounds": 1, "source_lr": 2e-3}
 
 
 @pytest.fixture(scope="module")
-def problem(colored_digits):
-    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "+80", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
-    return build_problem(colored_digits, partition, "cpu")
+def problem(digits_problem):
+    return digits_problem("+80")
 
 
 def _run(name, problem, hparams=None, **settings):
