@@ -44,6 +44,8 @@ def test_fed_heart_partition_and_problem(heart_stand_in):
     small = partitioner.split(prepared, "switzerland", 0, source.default_partition)
     in_split = len(small.target_labelled.indices) + len(small.target_unlabelled.indices)
     assert len(small.target_unlabelled.indices) == 0 and in_split == 48  # centre 2 labels all of its 80%
+    fully_labelled = build_problem(prepared, small, "cpu")  # an empty unlabelled split is a valid client
+    assert fully_labelled.target_unlabelled.inputs().shape == (0, 12) and len(fully_labelled.target_labelled) == 48
     other = partitioner.split(prepared, "va", 0, source.default_partition)
     assert len(other.target_labelled.indices) == round(0.2 * 56)
     problem = build_problem(prepared, other, "cpu")

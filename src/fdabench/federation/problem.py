@@ -73,10 +73,15 @@ class FederatedProblem:
 TRANSFORMS = ("target_noise", "standardize")
 
 
+def _rows(x: np.ndarray) -> np.ndarray:
+    """(n, features) view of n samples; n may be 0 (e.g. a target whose training samples are all labelled)."""
+    return x.reshape(x.shape[0], int(np.prod(x.shape[1:])))
+
+
 def standardizer(training: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(median, mean, std) per feature from training inputs only: missing values (NaN) are imputed with the
     median, then inputs are scaled to zero mean and unit variance (constant features keep scale 1)."""
-    pooled = np.concatenate([x.reshape(len(x), -1) for x in training]).astype(np.float64)
+    pooled = np.concatenate([_rows(x) for x in training]).astype(np.float64)
     median = np.nanmedian(pooled, axis=0)
     median = np.where(np.isnan(median), 0.0, median)
     imputed = np.where(np.isnan(pooled), median, pooled)
@@ -112,7 +117,7 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         x_array = np.ascontiguousarray(arrays.x[client.indices])
         if scaling is not None:
             median, mean, std = scaling
-            flat = x_array.reshape(len(x_array), -1).astype(np.float64)
+            flat = _rows(x_array).astype(np.float64)
             x_array = ((np.where(np.isnan(flat), median, flat) - mean) / std).astype(np.float32).reshape(x_array.shape)
         x = torch.from_numpy(x_array).to(device=device)
         if x.dtype != torch.uint8:
