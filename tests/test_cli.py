@@ -64,6 +64,56 @@ def test_fork_server_gives_identical_numbers(prepared_inputs, monkeypatch, tmp_p
     assert any(path.suffix == ".sock" for path in (tmp_path / next(p.name for p in tmp_path.iterdir())).iterdir())
 
 
+def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, tmp_path):
+    """A job killed with SIGKILL cannot forward the signal: its child in the fork server must end anyway."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root, prepared, params = prepared_inputs
+    config = params.cell("colored_digits", "source_only", "-90", 0).config
+    config = {**config, "train": {**config["train"], "rounds": 100_000}}  # far longer than the test waits
+    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "20", "XDG_RUNTIME_DIR": str(tmp_path)}
+    log = tmp_path / "train.log"
+    with open(log, "w") as handle:
+        client = subprocess.Popen(
+            [sys.executable, "-m", "fdabench.cli", "train", "--cell", canonical_json(config), "--prepared", str(prepared),
+             "--partition", str(root / "partition0.json"), "--output", str(tmp_path / "never.json")],
+            env=env, stdout=handle, stderr=handle,
+        )
+        deadline = time.monotonic() + 120
+        while "round" not in log.read_text() and time.monotonic() < deadline:  # the child is training
+            time.sleep(0.2)
+        children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _writes_to(int(pid), log) and int(pid) not in (client.pid, os.getpid())]
+        assert children, log.read_text()
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert not any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children)
+    assert not (tmp_path / "never.json").exists()
+
+
+def _writes_to(pid: int, path) -> bool:
+    import os
+
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
 def test_table_command(prepared_inputs, tmp_path):
     root = prepared_inputs[0]
     paths = [str(root / name) for name in ("a.json", "c.json", "fedgp.json")]

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import socket
+import threading
 import struct
 import subprocess
 import sys
@@ -214,6 +215,23 @@ def serve(path: str) -> None:
         listener.close()
 
 
+def _exit_when_client_ends(connection: socket.socket) -> None:
+    """The client holds the connection open until the child reports its exit status and sends nothing
+    after the request. If the client goes away first (its job was killed, even with SIGKILL, which it
+    cannot forward), the connection reaches end-of-file: end the child too, so that no orphan keeps
+    computing a cell nobody waits for."""
+
+    def watch() -> None:
+        try:
+            while connection.recv(4096):
+                pass
+        except OSError:
+            pass
+        os._exit(143)
+
+    threading.Thread(target=watch, name="client-watch", daemon=True).start()
+
+
 def _child(connection: socket.socket) -> None:
     code = 1
     try:
@@ -230,6 +248,7 @@ def _child(connection: socket.socket) -> None:
         os.environ[IN_CHILD_VARIABLE] = "1"
         sys.argv = ["fdabench", *request["argv"]]
         _send(connection, {"pid": os.getpid()})
+        _exit_when_client_ends(connection)
         from fdabench.cli import main
 
         try:
