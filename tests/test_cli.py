@@ -1,6 +1,11 @@
 """The CLI as the rules call it: prepare -> partition -> train -> table, determinism, clear errors."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -66,12 +71,6 @@ def test_fork_server_gives_identical_numbers(prepared_inputs, monkeypatch, tmp_p
 
 def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, tmp_path):
     """A job killed with SIGKILL cannot forward the signal: its child in the fork server must end anyway."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     root, prepared, params = prepared_inputs
     config = params.cell("colored_digits", "source_only", "-90", 0).config
     config = {**config, "train": {**config["train"], "rounds": 100_000}}  # far longer than the test waits
@@ -98,8 +97,6 @@ def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, 
 
 
 def _writes_to(pid: int, path) -> bool:
-    import os
-
     try:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
