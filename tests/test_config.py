@@ -141,3 +141,21 @@ def test_auto_method_with_one_target_step_per_round_is_rejected(raw):
     message = _error(broken)
     assert "suites.demo.experiments.synthetic: method 'fedda_auto'" in message
     assert "set target_batch_size, or estimation: gradient_batches" in message
+
+
+def test_paper_suite_runs_every_registered_method(raw):
+    """Every method appears in the published tables: each FDA table runs every method that needs no
+    auxiliary labels, and the weakly-supervised table runs the weak family."""
+    from fdabench.methods import METHODS
+    from fdabench.methods.weak import WeaklySupervised
+
+    params = validate_params({**raw, "suite": "paper"})
+    weak = {name for name, method in METHODS.items() if issubclass(method, WeaklySupervised)}
+    algorithms_in = {
+        table: {params.method_variant(method)[0] for exp in spec["experiments"] for method in params.methods(exp)}
+        for table, spec in params.tables().items()
+    }
+    for table in ("table1", "table_extended", "table_noise", "table_label_shift", "table_sample_size", "table_fed_heart"):
+        assert algorithms_in[table] == set(METHODS.names()) - weak, table
+    assert algorithms_in["table_weak"] >= weak
+    assert params.tables()["table1"]["experiments"] == ["colored_mnist", "vlcs", "terra_incognita"]
