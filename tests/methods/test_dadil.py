@@ -170,3 +170,20 @@ def test_batched_classifiers_train_independently(hidden):
     with torch.no_grad():
         a, b = first.logits(probe), second.logits(probe)
     assert torch.allclose(a[[0, 2]], b[[0, 2]], atol=1e-6) and not torch.allclose(a[1], b[1])
+
+
+def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
+    """The target's dictionary client sees every training input of the target and no label, so the cells
+    say `uses_unlabelled_target` (tables mark it †): moving the unlabelled inputs changes the run, and
+    scrambling every target training label does not."""
+    baseline = get_method("dadil_e", SMALL).run(blobs, SETTINGS, 0, torch.device("cpu"))["rounds"]
+    moved = dataclasses.replace(blobs, target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x + 1.0, blobs.target_unlabelled.y))
+    scrambled = dataclasses.replace(
+        blobs,
+        target_labelled=ClientData("target_labelled", blobs.target_labelled.x, (blobs.target_labelled.y + 1) % 3),
+        target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x, (blobs.target_unlabelled.y + 1) % 3),
+    )
+    alpha = [r["alpha_target"] for r in baseline]
+    assert [r["alpha_target"] for r in get_method("dadil_e", SMALL).run(moved, SETTINGS, 0, torch.device("cpu"))["rounds"]] != alpha
+    assert [r["alpha_target"] for r in get_method("dadil_e", SMALL).run(scrambled, SETTINGS, 0, torch.device("cpu"))["rounds"]] == alpha
+    assert METHODS.get("dadil_e").uses_unlabelled_target and METHODS.get("dadil_r").uses_unlabelled_target

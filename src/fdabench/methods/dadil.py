@@ -200,6 +200,7 @@ def _accuracy_and_loss(probabilities: Tensor, y: Tensor) -> dict[str, float]:
 class FedDaDiL(Method):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classify`)."""
 
+    uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
     default_hparams: ClassVar[dict[str, Any]] = DEFAULT_HPARAMS
 
