@@ -77,3 +77,59 @@ def method_key(config: dict[str, Any]) -> str:
 
 def published_value(key: str, target: str, config: dict[str, Any]) -> float | None:
     return PUBLISHED.get(key, {}).get(target, {}).get(method_key(config))
+
+
+def _flatten(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _model_options(train: dict[str, Any]) -> dict[str, Any]:
+    """The model's keyword defaults overlaid with the configured model_options."""
+    import inspect
+
+    from fdabench.models import MODELS
+
+    defaults = {name: p.default for name, p in inspect.signature(MODELS.get(train["model"])).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **train.get("model_options", {})}
+
+
+def changes_from_published(config: dict[str, Any]) -> list[str]:
+    """Where a cell's setting departs from the published set-up, as 'train.rounds = 20 (published 50)'.
+
+    The published set-up is what the dataset registry's defaults encode (the `paper` suite runs them
+    unchanged): dataset options, the partition options of the dataset's partitioner, and the training
+    settings (model options included). Method hyper-parameters are not compared: the published tables
+    name them in the method key (fedgp_0.5). A config without these sections yields no changes."""
+    from fdabench.config import resolve_partition_options
+    from fdabench.data import get_dataset
+    from fdabench.federation.settings import OPTIONAL_DEFAULTS
+
+    if not all(section in config for section in ("dataset_options", "partition", "train")):
+        return []
+    dataset = get_dataset(config["dataset"])
+    published_train = {**OPTIONAL_DEFAULTS, **dataset.default_train}
+    published = {
+        "dataset_options": dict(dataset.default_options),
+        "partition": resolve_partition_options(config["dataset"], config.get("partitioner"), {}),
+        "train": {**published_train, "model_options": _model_options(published_train)},
+    }
+    ours = {section: config[section] for section in published}
+    ours["train"] = {**ours["train"], "model_options": _model_options(ours["train"])}
+    flat_published, flat_ours = _flatten(published, ""), _flatten(ours, "")
+
+    def shown(flat: dict[str, Any], key: str) -> str:
+        value = flat.get(key)
+        return "unset" if value is None else str(value)
+
+    return [
+        f"{key} = {shown(flat_ours, key)} (published {shown(flat_published, key)})"
+        for key in sorted(set(flat_published) | set(flat_ours))
+        if shown(flat_ours, key) != shown(flat_published, key)
+    ]

@@ -139,9 +139,10 @@ def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
 
 def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
-    seeds, in %), seeds and the difference ours − published."""
+    seeds, in %), seeds, the difference ours − published, and `changes`: where the runs' setting departs
+    from the published one ('; '-separated, empty when it is the published setting)."""
     from fdabench.cells import read_cell
-    from fdabench.report.published import method_key, published_value
+    from fdabench.report.published import changes_from_published, method_key, published_value
 
     rows = []
     for path in paths:
@@ -152,12 +153,13 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
         if value is None:
             continue
         rows.append({"published_table": key, "experiment": config["experiment"], "target": config["target"], "method": config["method"],
-                     "method_key": method_key(config), "seed": config["seed"], "ours": 100 * cell["final"], "published": value})
-    columns = ["published_table", "experiment", "target", "method", "method_key", "published", "ours_mean", "ours_std", "n_seeds", "difference"]
+                     "method_key": method_key(config), "seed": config["seed"], "ours": 100 * cell["final"], "published": value,
+                     "changes": "; ".join(changes_from_published(config))})
+    columns = ["published_table", "experiment", "target", "method", "method_key", "published", "ours_mean", "ours_std", "n_seeds", "difference", "changes"]
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
-    grouped = frame.groupby(["published_table", "experiment", "target", "method", "method_key", "published"], sort=False)["ours"]
+    grouped = frame.groupby(["published_table", "experiment", "target", "method", "method_key", "published", "changes"], sort=False)["ours"]
     table = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
     table["difference"] = table["ours_mean"] - table["published"]
     return table[columns]
@@ -168,8 +170,13 @@ def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
     if table.empty:
         return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
     lines += ["| published table | target | method | published | ours | seeds | difference |", "|---|---|---|---:|---:|---:|---:|"]
+    settings = list(dict.fromkeys(changes for changes in table["changes"] if changes))
     for row in table.itertuples():
         ours = f"{row.ours_mean:.2f}" + ("" if math.isnan(row.ours_std) else f" ± {row.ours_std:.2f}")
-        lines.append(f"| {row.published_table} | {row.target} | {row.method} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
+        mark = f" [{settings.index(row.changes) + 1}]" if row.changes else ""
+        lines.append(f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
     lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
+    if settings:
+        lines += ["Rows marked [k] ran a setting other than the published one (below), so their difference measures that change as well as any reproduction gap:"]
+        lines += [f"[{k}] {changes}." for k, changes in enumerate(settings, start=1)]
     return "\n".join(lines) + "\n"
