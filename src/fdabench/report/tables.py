@@ -177,6 +177,6 @@ def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
     lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
     if settings:
-        lines += ["Rows marked [k] ran a setting other than the published one (below), so their difference measures that change as well as any reproduction gap:"]
-        lines += [f"[{k}] {changes}." for k, changes in enumerate(settings, start=1)]
+        lines += ["", "Rows marked [k] ran a setting other than the published one (below), so their difference measures that change as well as any reproduction gap:"]
+        lines += [f"- [{k}] {changes}." for k, changes in enumerate(settings, start=1)]
     return "\n".join(lines) + "\n"
