@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-from tiny import TINY_TRAIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,11 +36,6 @@ def synthetic_small():
 
     source = get_dataset("synthetic_regression")
     return source.prepare({**source.default_options, "samples_per_domain": 600})
-
-
-@pytest.fixture(scope="session")
-def tiny_train() -> dict:
-    return dict(TINY_TRAIN)
 
 
 @pytest.fixture(scope="session")

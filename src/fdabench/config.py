@@ -275,11 +275,8 @@ class Params:
         return list(self.experiment(experiment).get("methods", self.suite.get("methods", [])))
 
     def train_settings(self, experiment: str) -> dict[str, Any]:
-        from fdabench.data import get_dataset
-        from fdabench.federation.settings import OPTIONAL_DEFAULTS
-
         exp = self.experiment(experiment)
-        merged = {**OPTIONAL_DEFAULTS, **copy.deepcopy(get_dataset(exp["dataset"]).default_train)}
+        merged = dataset_train_defaults(exp["dataset"])
         merged.update(self.suite.get("train", {}))
         merged.update(exp.get("train", {}))
         return merged
@@ -364,6 +361,14 @@ def validate_params(raw: Any) -> Params:
     if problems:
         raise ParamsError(_report(problems))
     return Params(raw)
+
+
+def dataset_train_defaults(dataset: str) -> dict[str, Any]:
+    """Training settings of a dataset when nothing overrides them: the optional defaults < its `default_train`."""
+    from fdabench.data import get_dataset
+    from fdabench.federation.settings import OPTIONAL_DEFAULTS
+
+    return {**copy.deepcopy(OPTIONAL_DEFAULTS), **copy.deepcopy(get_dataset(dataset).default_train)}
 
 
 def resolve_partition_options(dataset: str, partitioner: str | None, overrides: dict[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,6 @@ from tiny import TINY_TRAIN
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 
-
-
 SETTINGS = {**TINY_TRAIN, "warmup_rounds": 2}
 
 

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tiny import TINY_TRAIN
 
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
-
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -24,16 +24,16 @@ def tiny_problem(digits_problem):
 
 
 @pytest.fixture(scope="module")
-def tiny_settings(tiny_train):
-    return TrainSettings.from_dict(tiny_train)
+def tiny_settings():
+    return TrainSettings.from_dict(TINY_TRAIN)
 
 
 @pytest.fixture(scope="module")
-def run_method(tiny_problem, tiny_train):
+def run_method(tiny_problem):
     """run_method(name, hparams=None, problem=None, seed=0, **settings) -> history."""
 
     def run(name, hparams=None, problem=None, seed=0, **settings):
         method = get_method(name, hparams or {})
-        return method.run(problem or tiny_problem, TrainSettings.from_dict({**tiny_train, **settings}), seed, torch.device("cpu"))
+        return method.run(problem or tiny_problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), seed, torch.device("cpu"))
 
     return run

@@ -107,16 +107,14 @@ def changes_from_published(config: dict[str, Any]) -> list[str]:
     unchanged): dataset options, the partition options of the dataset's partitioner, and the training
     settings (model options included). Method hyper-parameters are not compared: the published tables
     name them in the method key (fedgp_0.5). A config without these sections yields no changes."""
-    from fdabench.config import resolve_partition_options
+    from fdabench.config import dataset_train_defaults, resolve_partition_options
     from fdabench.data import get_dataset
-    from fdabench.federation.settings import OPTIONAL_DEFAULTS
 
     if not all(section in config for section in ("dataset_options", "partition", "train")):
         return []
-    dataset = get_dataset(config["dataset"])
-    published_train = {**OPTIONAL_DEFAULTS, **dataset.default_train}
+    published_train = dataset_train_defaults(config["dataset"])
     published = {
-        "dataset_options": dict(dataset.default_options),
+        "dataset_options": dict(get_dataset(config["dataset"]).default_options),
         "partition": resolve_partition_options(config["dataset"], config.get("partitioner"), {}),
         "train": {**published_train, "model_options": _model_options(published_train)},
     }
