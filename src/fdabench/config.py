@@ -54,6 +54,8 @@ def params_schema() -> dict[str, Any]:
             "partition": {"type": "object", "description": "partitioner options; unset keys take the dataset's defaults"},
             "dataset_options": {"type": "object", "description": "dataset options for this experiment (over `datasets.<name>`)"},
             "published": {"type": "string", "description": "key of the published numbers this experiment reproduces (paper_vs_ours)"},
+            "method_options": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
+                               "description": "per-method hyper-parameters of this experiment, over the variant's (e.g. a dataset's published auto-weighting settings)"},
             "train": train,
         },
         required=["dataset"],
@@ -103,7 +105,11 @@ def params_schema() -> dict[str, Any]:
     }
     method_variant = {
         "type": "object",
-        "properties": {"algorithm": {"enum": METHODS.names(), "description": "registered method (default: the variant's name)"}},
+        "properties": {
+            "algorithm": {"enum": METHODS.names(), "description": "registered method (default: the variant's name)"},
+            "by_target": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
+                          "description": "per-target hyper-parameters over the variant's (e.g. a published per-domain lr decay)"},
+        },
         "description": "hyper-parameters of the algorithm (checked against its own schema)",
     }
     return {
@@ -282,14 +288,16 @@ class Params:
         return merged
 
     # -- methods ----------------------------------------------------------------------------------
-    def method_variant(self, name: str) -> tuple[str, dict[str, Any]]:
-        """(algorithm, complete hyper-parameters) of a method variant or a registered method."""
+    def method_variant(self, name: str, target: str | None = None) -> tuple[str, dict[str, Any]]:
+        """(algorithm, complete hyper-parameters) of a method variant or a registered method; a variant's
+        `by_target.<target>` hyper-parameters override the others for that target."""
         from fdabench.methods import METHODS
 
-        variant = dict((self.raw.get("methods") or {}).get(name, {}))
+        variant = copy.deepcopy(dict((self.raw.get("methods") or {}).get(name, {})))
         algorithm = variant.pop("algorithm", name)
+        by_target = variant.pop("by_target", {})
         method_class = METHODS.get(algorithm)
-        return algorithm, {**copy.deepcopy(method_class.default_hparams), **variant}
+        return algorithm, {**copy.deepcopy(method_class.default_hparams), **variant, **by_target.get(target, {})}
 
     def logs_betas(self, name: str) -> bool:
         """Whether the method variant chooses β automatically (its rounds log betas)."""
@@ -308,7 +316,8 @@ class Params:
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)
-        algorithm, hparams = self.method_variant(method)
+        algorithm, hparams = self.method_variant(method, target)
+        hparams.update(copy.deepcopy(exp.get("method_options", {}).get(method, {})))
         config = {
             "suite": self.suite_name,
             "experiment": experiment,
@@ -408,9 +417,11 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
                 f"allowed algorithms: {', '.join(METHODS.names())}"
             )
             continue
-        hparams = {key: value for key, value in variant.items() if key != "algorithm"}
+        hparams = {key: value for key, value in variant.items() if key not in ("algorithm", "by_target")}
         schema = _object(METHODS.get(algorithm).hparams_schema)
         problems += _schema_errors(hparams, schema, prefix=("methods", name))
+        for target, overrides in (variant.get("by_target") or {}).items():
+            problems += _schema_errors(overrides, schema, prefix=("methods", name, "by_target", target))
     known_methods = sorted(set(variants) | set(METHODS.names()))
 
     if raw["suite"] not in raw["suites"]:
@@ -435,6 +446,13 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             for index, method in enumerate(exp.get("methods", [])):
                 if method not in known_methods:
                     problems.append(f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}")
+            for method, options in (exp.get("method_options") or {}).items():
+                if method not in (methods or []):
+                    problems.append(f"{where}.method_options.{method}: {method!r} is not a method of this experiment; its methods: {', '.join(methods or [])}")
+                    continue
+                algorithm = variants.get(method, {}).get("algorithm", method)
+                if algorithm in METHODS:
+                    problems += _schema_errors(options, _object(METHODS.get(algorithm).hparams_schema), prefix=(*where.split("."), "method_options", method))
             targets = exp.get("targets", "all")
             if targets != "all":
                 for index, target in enumerate(targets):
@@ -446,7 +464,8 @@ def _semantic_errors(raw: dict[str, Any]) -> list[str]:
             for method in methods or []:
                 if method in known_methods:
                     algorithm = variants.get(method, {}).get("algorithm", method)
-                    hparams = {k: v for k, v in variants.get(method, {}).items() if k != "algorithm"}
+                    hparams = {k: v for k, v in variants.get(method, {}).items() if k not in ("algorithm", "by_target")}
+                    hparams.update((exp.get("method_options") or {}).get(method, {}))
                     if algorithm not in METHODS:
                         continue  # already reported under methods.<variant>
                     try:

@@ -9,7 +9,7 @@ from fdabench.data import get_partitioner
 from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
-from fdabench.methods.fda import source_scale
+from fdabench.methods.fda import estimation_scale
 from tiny import TINY_TRAIN
 
 SETTINGS = {**TINY_TRAIN, "rounds": 3, "warmup_rounds": 1, "source_lr": 2e-3}
@@ -36,7 +36,7 @@ def test_logged_betas_equal_the_stored_oracle(problem, name, rule):
     def observer(context):
         on_step, statistics = original(context)
         steps = []
-        scale = source_scale(context.inputs, "steps_and_lr", 1.0)
+        scale = estimation_scale(context.inputs, "steps_and_lr")
         captured.append((steps, context.inputs, scale))
 
         def both(update):

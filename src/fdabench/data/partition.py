@@ -137,12 +137,17 @@ def _fraction_or_count(value: float | int, total: int, what: str) -> int:
 class LeaveOneDomainOut(Partitioner):
     """DomainBed leave-one-domain-out: every domain is split into 'in' and 'out' (holdout_fraction).
     Sources train on their 'in' split; the target's 'out' split is its test set, and `target_labelled`
-    samples of its 'in' split (a count, or a fraction of it) are labelled; the rest of 'in' is unlabelled."""
+    samples of its 'in' split (a count, or a fraction of it) are labelled; the rest of 'in' is unlabelled.
+
+    `holdout_split: seeded` draws the in/out split from the cell's seed (DomainBed); `flamby` fixes it per
+    domain as FLamby does (scikit-learn's train_test_split, random_state 43, shuffled, stratified by the
+    label when every class has more than 2 samples), so seeds only change which 'in' samples are labelled."""
 
     name = "leave_one_domain_out"
-    default_options = {"holdout_fraction": 0.2, "target_labelled": 0.1}
+    default_options = {"holdout_fraction": 0.2, "holdout_split": "seeded", "target_labelled": 0.1}
     options_schema = {
         "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "holdout_split": {"enum": ["seeded", "flamby"], "description": "seeded: in/out drawn per seed (DomainBed); flamby: one fixed stratified split per domain (FLamby)"},
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
@@ -165,8 +170,12 @@ class LeaveOneDomainOut(Partitioner):
         target_parts: dict[str, np.ndarray] = {}
         for domain, arrays in prepared.domains.items():
             order = rng.permutation(len(arrays.y))
-            out_count = int(round(options["holdout_fraction"] * len(order)))
-            out_split, in_split = order[:out_count], order[out_count:]
+            if options.get("holdout_split", "seeded") == "flamby":
+                in_split, out_split = flamby_split(arrays.y, options["holdout_fraction"])
+                in_split = in_split[rng.permutation(len(in_split))]  # the seed picks the labelled samples
+            else:
+                out_count = int(round(options["holdout_fraction"] * len(order)))
+                out_split, in_split = order[:out_count], order[out_count:]
             if domain == target:
                 wanted = options.get("target_labelled_overrides", {}).get(target, options["target_labelled"])
                 labelled = _fraction_or_count(wanted, len(in_split), "target_labelled")
@@ -187,6 +196,21 @@ class LeaveOneDomainOut(Partitioner):
             holdout=holdout,
             transforms={"standardize": {}} if options.get("standardize") else {},
         )
+
+
+FLAMBY_SPLIT_SEED = 43  # FLamby's Fed-Heart-Disease train/test split (random_state of train_test_split)
+
+
+def flamby_split(labels: np.ndarray, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) positions of one domain as FLamby splits a centre: shuffled with random_state 43,
+    stratified by the label when there are two or more classes and each has more than 2 samples."""
+    from sklearn.model_selection import train_test_split
+
+    classes, counts = np.unique(labels, return_counts=True)
+    stratify = labels if len(classes) > 1 and (counts > 2).all() else None
+    train, test = train_test_split(np.arange(len(labels)), test_size=test_fraction, train_size=1.0 - test_fraction,
+                                   random_state=FLAMBY_SPLIT_SEED, shuffle=True, stratify=stratify)
+    return np.asarray(train), np.asarray(test)
 
 
 _SHIFT_TARGET = re.compile(r"^(?P<source>s\d+)-n(?P<size>\d+)$")

@@ -93,8 +93,8 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     """Gather each client's samples from the prepared domains and move them to `device` once.
 
     Partition transforms: `standardize` imputes missing inputs with the median and scales them to zero mean
-    and unit variance, statistics from the training clients only (sources, target labelled and unlabelled;
-    never the target's test split). `target_noise` {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of
+    and unit variance, statistics from the sources and the target's labelled samples (never the target's
+    unlabelled inputs, which only methods marked † may read, nor its test split). `target_noise` {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of
     standard deviation s (no clamping) to the target's inputs — labelled, unlabelled and test — drawn once
     per sample from the partition seed ("fixed", reproducible) or afresh at every read ("redraw", as the
     published code; still seeded).
@@ -108,7 +108,7 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     noise = partition.transforms.get("target_noise", {"std": 0.0, "mode": "fixed"})
     scaling = None
     if "standardize" in partition.transforms:
-        training = [partition.target_labelled, partition.target_unlabelled, *partition.sources]
+        training = [partition.target_labelled, *partition.sources]
         scaling = standardizer([np.asarray(prepared.domains[c.domain].x[c.indices]) for c in training])
     noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
 

@@ -98,7 +98,7 @@ def run_rounds(
         inputs = RoundInputs(round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names)
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
-        if sources:
+        if sources and (phase == "warmup" or method.sources_train_after_warmup):
             results = []
             for index, data in enumerate(sources):
                 results.append(

@@ -3,7 +3,8 @@ error (DESIGN.md §2). The target receives the source updates before it trains (
 each of its per-batch updates into `StreamingAutoWeights` as it trains, so no B x m matrix is stored.
 
 Estimation inputs, per source: the source update as its mean per-step update at the target's learning
-rate (`scale_alignment: steps_and_lr`, see `fda.source_scale`), and per-batch target updates G_b that are
+rate (`scale_alignment: steps_and_lr`; the published codes' conventions are the other values, see
+`fda.estimation_scale`), and per-batch target updates G_b that are
 either the target's own local optimiser steps (`estimation: local_steps`, the published protocol) or
 one plain gradient step −lr_T ∇ℓ_b(θ) per disjoint batch of `estimation_batch_size` samples at the round's
 starting parameters (`estimation: gradient_batches`, the synthetic theory check's protocol; it does not
@@ -20,7 +21,7 @@ import torch
 from fdabench.aggregation import StreamingAutoWeights, delta_error, fedda
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
-from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, source_scale
+from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
 
 
 class AutoWeighted(RoundLoopMethod):
@@ -68,7 +69,7 @@ class AutoWeighted(RoundLoopMethod):
         if self._fixed is not None:
             return None, None
         inputs = context.inputs
-        statistics = StreamingAutoWeights(inputs.source_updates, source_scale(inputs, self.hparams["scale_alignment"], 1.0))
+        statistics = StreamingAutoWeights(inputs.source_updates, estimation_scale(inputs, self.hparams["scale_alignment"]))
         if self.hparams["estimation"] == "local_steps":
             return statistics.add, statistics
         for batch_update in gradient_batch_updates(context, self.hparams["estimation_batch_size"]):

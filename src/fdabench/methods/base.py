@@ -97,13 +97,16 @@ class Method(ABC):
 class RoundLoopMethod(Method):
     """A method run by the FDA round loop (Algorithm 1).
 
-    Class attributes say which clients train: sources (`sources_train`), the target on its labelled
+    Class attributes say which clients train: sources (`sources_train`; in warm-up rounds only when
+    `sources_train_after_warmup` is False), the target on its labelled
     samples or on all its training samples with labels (`target_split` = "labelled" | "all" | None),
     whether FedAvg warm-up rounds precede (`warmup`), and whether the server forwards the source updates
     to the target before it trains (`target_receives_source_updates`, needed by auto-weighting).
     """
 
     sources_train: ClassVar[bool] = True
+    #: whether the sources keep training after the warm-up rounds (False: they train in warm-up only)
+    sources_train_after_warmup: ClassVar[bool] = True
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
     target_receives_source_updates: ClassVar[bool] = False

@@ -25,30 +25,47 @@ class FedDA(RoundLoopMethod):
         return Aggregate(delta)
 
 
+SCALE_ALIGNMENTS = ("steps_and_lr", "noniid_code", "domainbed_code", "none")
 SCALE_ALIGNMENT_SCHEMA = {
-    "enum": ["steps_and_lr", "none"],
-    "description": "steps_and_lr: express source updates at the target's learning rate and step count; none: as sent",
+    "enum": list(SCALE_ALIGNMENTS),
+    "description": (
+        "how source update i is put on the target's scale (r = lr_T/lr_S, k_i its local steps). Before estimating "
+        "β, source i counts as c_i g_i against the target's per-step updates: steps_and_lr c_i = r/k_i (one step at "
+        "the target's rate); noniid_code 1/k_i (the published FMNIST/CIFAR code scales both sides by r); "
+        "domainbed_code 1/(r k_i) (the published DomainBed code scales the target's steps by r); none 1. The "
+        "cosine-scaled FedGP factor s_i = r k_T/k_i is the same for all but none (s_i = 1)"
+    ),
 }
 
 
-def source_scale(inputs: RoundInputs, alignment: str, target_steps: float) -> torch.Tensor:
-    """Scale alignment: c_i = (lr_T / lr_S) · target_steps / steps_i, the factor that expresses source i's
-    update (made of steps_i local steps at lr_S) as `target_steps` steps at the target's lr_T. With
-    target_steps = 1 it turns a source update into its mean per-step update at the target's rate (used
-    before estimating β); with the target's own step count it gives the published alignment factor s_i of
-    cosine-scaled FedGP ((lr_T/lr_S)·(n_T/bs_T)/(n_i/bs_S)/local_epochs, weakly-supervised paper Eq. 8).
-    alignment = "none" gives c_i = 1."""
+def estimation_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
+    """c_i: source i's update times c_i is compared with the target's per-step updates when β is estimated.
+    FedGP-type β is invariant to c_i (τ²d² and δ are scale-free in g_i); FedDA's β is not."""
+    steps = inputs.source_steps.to(inputs.source_updates.dtype)
+    ratio = inputs.settings.target_lr / inputs.settings.source_lr
+    factors = {"steps_and_lr": ratio, "noniid_code": 1.0, "domainbed_code": 1.0 / ratio}
+    if alignment == "none":
+        return torch.ones_like(steps)
+    if alignment not in factors:
+        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: {', '.join(SCALE_ALIGNMENTS)}")
+    return factors[alignment] / steps
+
+
+def cosine_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
+    """The alignment factor of cosine-scaled FedGP, s_i = (lr_T/lr_S) · k_T / k_i with k the local optimiser
+    steps ((lr_T/lr_S)·(E_T n_T/bs_T)/(E_S n_i/bs_S) in the published code, weakly-supervised paper Eq. 8);
+    1 for alignment "none"."""
     steps = inputs.source_steps.to(inputs.source_updates.dtype)
     if alignment == "none":
         return torch.ones_like(steps)
-    if alignment != "steps_and_lr":
-        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: steps_and_lr, none")
-    return (inputs.settings.target_lr / inputs.settings.source_lr) * target_steps / steps
+    if alignment not in SCALE_ALIGNMENTS:
+        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: {', '.join(SCALE_ALIGNMENTS)}")
+    return (inputs.settings.target_lr / inputs.settings.source_lr) * inputs.target_steps / steps
 
 
 def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str) -> torch.Tensor:
     """FedGP's aggregate for the round in `mode`, with the alignment factor for cosine_scaled."""
-    scale = source_scale(inputs, alignment, inputs.target_steps) if mode == "cosine_scaled" else None
+    scale = cosine_scale(inputs, alignment) if mode == "cosine_scaled" else None
     return fedgp(
         inputs.target_update,
         inputs.source_updates,
@@ -65,7 +82,7 @@ class FedGP(RoundLoopMethod):
     """FedGP: θ += Σ_i w_i [(1 − β) g_T + β Proj⁺(g_T | g_i)] per layer, after FedAvg warm-up rounds.
 
     `mode: projection` is the definition; `cosine_scaled` the published real-data variant, whose source
-    term β s_i max(cos, 0) g_i uses the alignment factor s_i of `source_scale` (DESIGN.md §2).
+    term β s_i max(cos, 0) g_i uses the alignment factor s_i of `cosine_scale` (DESIGN.md §2).
     """
 
     name = "fedgp"
