@@ -88,7 +88,7 @@ def test_redrawn_noise_changes_every_read(fake_fmnist):
     assert (first - second).std().item() == pytest.approx(0.4 * 2**0.5, rel=0.1)
 
 
-def test_standardize_ignores_the_target_test_split():
+def test_standardize_ignores_the_target_test_split_and_unlabelled_inputs():
     rng = np.random.default_rng(0)
     domains = {name: DomainArrays(rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50)) for name in ("a", "b")}
     domains["a"].x[0, 1] = np.nan
@@ -97,10 +97,10 @@ def test_standardize_ignores_the_target_test_split():
     partition = get_partitioner("leave_one_domain_out").split(prepared, "b", 0, options)
     problem = build_problem(prepared, partition, "cpu")
     assert torch.isfinite(problem.sources[0].inputs()).all()
-    test_rows = partition.target_test.indices
+    test_rows = np.concatenate([partition.target_test.indices, partition.target_unlabelled.indices])
     shifted = PreparedDataset("fed_heart", "classification", 2, (3,), {
         "a": domains["a"], "b": DomainArrays(domains["b"].x.copy(), domains["b"].y)})
-    shifted.domains["b"].x[test_rows] += 100.0  # only the target's test samples change
+    shifted.domains["b"].x[test_rows] += 100.0  # only the target's test and unlabelled samples change
     changed = build_problem(shifted, partition, "cpu")
     assert torch.allclose(changed.sources[0].inputs(), problem.sources[0].inputs())
     assert torch.allclose(changed.target_labelled.inputs(), problem.target_labelled.inputs())

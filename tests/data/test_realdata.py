@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from fdabench.data import get_dataset
+from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import acquire
 
 pytestmark = pytest.mark.realdata
@@ -47,6 +47,18 @@ def test_mnist_sizes_and_colored_mnist(raw_root):
 @needs_mirror
 def test_fed_heart_centre_sizes(raw_root):
     acquire("heart_disease", raw_root, mirror=MIRROR)
-    prepared = get_dataset("fed_heart").prepare({"auxiliary": []}, raw_root=str(raw_root))
-    assert [len(d.y) for d in prepared.domains.values()] == [303, 294, 123, 200]
-    assert prepared.input_shape == (13,)
+    source = get_dataset("fed_heart")
+    everything = source.prepare({"rows": "all", "auxiliary": []}, raw_root=str(raw_root))
+    assert [len(d.y) for d in everything.domains.values()] == [303, 294, 123, 200]
+    prepared = source.prepare(source.default_options, raw_root=str(raw_root))  # FLamby's Fed-Heart-Disease
+    assert [len(d.y) for d in prepared.domains.values()] == [303, 261, 46, 130]
+    assert prepared.input_shape == (13,) and not any(np.isnan(d.x).any() for d in prepared.domains.values())
+    partitioner = get_partitioner(source.partitioner)
+    tests, labelled = [], []
+    for centre in source.domains:
+        split = partitioner.split(prepared, centre, 0, source.default_partition)
+        tests.append(len(split.target_test.indices))
+        labelled.append(len(split.target_labelled.indices))
+        again = partitioner.split(prepared, centre, 1, source.default_partition)
+        assert np.array_equal(again.target_test.indices, split.target_test.indices)  # FLamby's split is fixed
+    assert tests == [104, 89, 16, 45] and labelled == [40, 34, 30, 17]  # 20% of the training split; centre 2 all 30

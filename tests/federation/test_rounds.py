@@ -22,7 +22,8 @@ def _run(name, problem, seed=0, **hparams):
 def test_message_bytes(problem):
     model_bytes = 4 * _run("target_only", problem)["model_size"]
     source_only = _run("source_only", problem)["rounds"]
-    assert len(source_only) == 4 and all(r["phase"] == "fda" for r in source_only)
+    # source_only runs the warm-up too: warmup_rounds + rounds FedAvg rounds (the published code's 2 + 50)
+    assert [r["phase"] for r in source_only] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
     assert source_only[0]["bytes_downlink"] == 2 * model_bytes and source_only[0]["bytes_uplink"] == 2 * (model_bytes + 8)
     fedgp = _run("fedgp", problem)["rounds"]
     assert [r["phase"] for r in fedgp] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
@@ -30,6 +31,20 @@ def test_message_bytes(problem):
     assert fedgp[-1]["bytes_downlink"] == 3 * model_bytes and fedgp[-1]["bytes_uplink"] == 3 * (model_bytes + 8)
     target_only = _run("target_only", problem)["rounds"]
     assert target_only[0]["bytes_downlink"] == model_bytes
+    after_warmup = _run("warmup_target_only", problem)["rounds"]
+    assert [r["phase"] for r in after_warmup] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
+    assert after_warmup[0]["bytes_downlink"] == 2 * model_bytes and after_warmup[-1]["bytes_downlink"] == model_bytes  # sources idle
+
+
+def test_warmup_target_only_is_fedda_beta0_after_the_same_warmup(problem):
+    """The published Target Only: FedAvg warm-up, then θ += g_T (FedDA with β = 0), without the sources'
+    wasted training; its warm-up rounds are source_only's."""
+    warm = [r["loss"] for r in _run("warmup_target_only", problem)["rounds"]]
+    fedda0 = [r["loss"] for r in _run("fedda", problem, beta=0.0)["rounds"]]
+    source_only = [r["loss"] for r in _run("source_only", problem)["rounds"]]
+    assert warm == pytest.approx(fedda0, rel=1e-6) and warm[:2] == source_only[:2]
+    pure = [r["loss"] for r in _run("target_only", problem)["rounds"]]
+    assert len(pure) == 4 and pure != warm[2:]
 
 
 def test_fedda_beta1_follows_source_only(problem):

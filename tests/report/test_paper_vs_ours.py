@@ -1,78 +1,164 @@
+import copy
 import json
 
 import pytest
+import yaml
 
-from fdabench.report.published import PUBLISHED, method_key
-from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown
+from fdabench.config import validate_params
+from fdabench.report.protocols import PROTOCOLS
+from fdabench.report.published import PUBLISHED, changes_from_published, method_key
+from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown, paper_vs_ours_summary
 
 
-def _cell(tmp_path, method, algorithm, beta, seed, final, target="noise0.4"):
-    hparams = {"beta": beta} if beta is not None else {}
-    config = {"suite": "s", "experiment": "fmnist_noise", "dataset": "fashion_mnist", "method": method, "algorithm": algorithm,
-              "hparams": hparams, "target": target, "seed": seed, "published": "fmnist_noise"}
+@pytest.fixture(scope="module")
+def raw_params(repo_root):
+    return yaml.safe_load((repo_root / "params.yaml").read_text())
+
+
+def _cells(raw, suite, seed=0):
+    params = validate_params({**raw, "suite": suite})
+    return [params.cell(exp, method, target, seed) for exp in params.published_experiments()
+            for method in params.methods(exp) for target in params.targets(exp)]
+
+
+def _config(raw, suite, experiment, method, target=None):
+    return next(copy.deepcopy(c.config) for c in _cells(raw, suite)
+                if c.config["experiment"] == experiment and c.config["method"] == method and target in (None, c.config["target"]))
+
+
+def _write(tmp_path, config, final, name):
     payload = {"format": "fdabench.cell/1", "status": "complete", "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
                "config": config, "metric": "accuracy", "final": final, "rounds": []}
-    path = tmp_path / f"{method}{seed}.json"
+    path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(payload))
     return str(path)
 
 
-def test_method_keys():
+def test_method_keys_map_variants_to_their_published_rows():
     assert method_key({"algorithm": "fedgp", "hparams": {"beta": 0.5}}) == "fedgp_0.5"
-    assert method_key({"algorithm": "fedda_auto", "hparams": {}}) == "fedda_auto"
+    assert method_key({"algorithm": "fedda", "hparams": {"beta": 0.0}}) == "fedda_0"
+    assert method_key({"algorithm": "fedgp_auto_threshold", "hparams": {}}) == "fedgp_auto"
+    assert method_key({"algorithm": "warmup_target_only", "hparams": {}}) == "target_only"
     assert PUBLISHED["fmnist_noise"]["noise0.4"]["fedgp_0.5"] == 71.09
 
 
-def test_paper_vs_ours(tmp_path):
-    paths = [_cell(tmp_path, "fedgp", "fedgp", 0.5, s, f) for s, f in ((0, 0.70), (1, 0.72))]
-    paths.append(_cell(tmp_path, "fedgp_b0.3", "fedgp", 0.3, 0, 0.6))  # no published number: left out
+def test_every_published_row_has_a_protocol_record():
+    for key, targets in PUBLISHED.items():
+        rows = {method for methods in targets.values() for method in methods}
+        assert rows <= set(PROTOCOLS[key].rows), (key, rows - set(PROTOCOLS[key].rows))
+
+
+def test_published_protocols_of_the_two_codebases():
+    """Facts of the authors' code: cosine-scaled FedGP everywhere; the thresholded auto rule for the non-iid
+    tables and the plain one for DomainBed; lr decay and target batches per family; redrawn noise."""
+    noise = PROTOCOLS["fmnist_noise"]
+    assert noise.rows["fedgp_0.5"].hparams["mode"] == "cosine_scaled" and noise.partition["noise_mode"] == "redraw"
+    assert noise.rows["fedgp_auto"].algorithm == "fedgp_auto_threshold"
+    assert noise.rows["fedgp_auto"].hparams.items() >= {"lr_decay_after_warmup": 0.1, "target_batch_size": 4, "scale_alignment": "noniid_code"}.items()
+    assert noise.rows["target_only"].algorithm == "warmup_target_only" and noise.train["target_lr"] == 0.005
+    assert PROTOCOLS["cifar10_noise"].rows["fedda_auto"].hparams["lr_decay_after_warmup"] == 0.35
+    colored = PROTOCOLS["colored_mnist"]
+    assert colored.rows["fedgp_auto"].algorithm == "fedgp_auto" and colored.rows["fedgp_auto"].hparams["target_batch_size"] == 1
+    assert colored.rows["fedda_auto"].hparams["scale_alignment"] == "domainbed_code"
+    assert PROTOCOLS["terra_incognita"].rows["fedgp_auto"].train == {"warmup_rounds": 5}
+
+
+def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
+    config = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")
+    paths = [_write(tmp_path, {**config, "seed": seed}, final, f"gp{seed}") for seed, final in ((0, 0.70), (1, 0.72))]
+    projection = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp")
+    paths.append(_write(tmp_path, projection, 0.60, "projection"))
+    paths.append(_write(tmp_path, {**config, "method": "fedgp_b0.3", "hparams": {**config["hparams"], "beta": 0.3}}, 0.6, "b03"))
     table = paper_vs_ours(paths)
-    assert len(table) == 1
-    row = table.iloc[0]
-    assert row["published"] == 71.09 and row["ours_mean"] == pytest.approx(71.0) and row["n_seeds"] == 2
-    assert row["difference"] == pytest.approx(-0.09)
-    assert "| fmnist_noise | noise0.4 | fedgp | 71.09 | 71.00 ± 1.41 | 2 | -0.09 |" in paper_vs_ours_markdown(table)
-
-
-def _published_cells(raw, suite):
-    from fdabench.config import validate_params
-
-    params = validate_params({**raw, "suite": suite})
-    return [params.cell(exp, method, target, 0) for exp in params.published_experiments()
-            for method in params.methods(exp) for target in params.targets(exp)]
-
-
-def test_the_paper_suite_runs_the_published_settings(repo_root):
-    """The `paper` suite's compared experiments run the registry defaults, so no row is marked changed."""
-    import yaml
-
-    from fdabench.report.published import changes_from_published
-
-    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
-    cells = _published_cells(raw, "paper")
-    assert {cell.config["experiment"] for cell in cells} >= {"colored_mnist", "fmnist_noise", "fed_heart"}
-    assert all(changes_from_published(cell.config) == [] for cell in cells)
-    reduced = {"; ".join(changes_from_published(cell.config)) for cell in _published_cells(raw, "paper_cpu")
-               if cell.config["experiment"] == "colored_mnist"}
-    assert reduced == {"dataset_options.samples_per_environment = 5000 (published unset); partition.target_labelled = 0.01 "
-                       "(published 0.001); train.model_options.width = 32 (published 64); train.rounds = 20 (published 50)"}
-
-
-def test_changed_settings_are_marked_with_what_changed(tmp_path, repo_root):
-    import yaml
-
-    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
-    cell = next(c for c in _published_cells(raw, "paper") if c.config["experiment"] == "fmnist_noise" and c.config["method"] == "fedgp")
-    paths = []
-    for seed, rounds, final in ((0, 50, 0.70), (1, 50, 0.72), (0, 10, 0.50)):
-        config = {**cell.config, "seed": seed, "target": "noise0.4", "train": {**cell.config["train"], "rounds": rounds}}
-        payload = {"format": "fdabench.cell/1", "status": "complete", "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
-                   "config": config, "metric": "accuracy", "final": final, "rounds": []}
-        paths.append(tmp_path / f"{seed}-{rounds}.json")
-        paths[-1].write_text(json.dumps(payload))
-    table = paper_vs_ours(paths)
-    assert list(table["changes"]) == ["", "train.rounds = 10 (published 50)"] and list(table["n_seeds"]) == [2, 1]
+    assert list(table["method"]) == ["fedgp_cosine", "fedgp"]  # β = 0.3 has no published number
+    faithful, flagged = table.iloc[0], table.iloc[1]
+    assert faithful["published"] == 71.09 and faithful["ours_mean"] == pytest.approx(71.0) and faithful["n_seeds"] == 2
+    assert faithful["changes"] == "" and flagged["changes"] == "hparams.mode = projection (published cosine_scaled)"
     markdown = paper_vs_ours_markdown(table)
-    assert "| fmnist_noise | noise0.4 | fedgp | 71.09 | 71.00 ± 1.41 | 2 | -0.09 |" in markdown
-    assert "| fmnist_noise | noise0.4 | fedgp [1] | 71.09 | 50.00 | 1 | -21.09 |" in markdown
-    assert "[1] train.rounds = 10 (published 50)." in markdown
+    assert "| fmnist_noise | noise0.4 | fedgp_cosine | 71.09 | 71.00 ± 1.41 | 2 | -0.09 |" in markdown
+    assert "| fmnist_noise | noise0.4 | fedgp [1] | 71.09 | 60.00 | 1 | -11.09 |" in markdown
+    assert "- [1] hparams.mode = projection (published cosine_scaled)." in markdown
+    summary = paper_vs_ours_summary(table).iloc[0]
+    assert (summary["published_rows"], summary["matched"], summary["matched_published_settings"], summary["within_3_points"]) == (45, 1, 1, 1)
+
+
+# One knob changed from the published protocol of a faithful cell -> exactly that change is flagged.
+KNOBS = [
+    ("fmnist_noise", "fedgp_cosine", ("partition", "noise_mode"), "fixed"),
+    ("fmnist_noise", "fedgp_cosine", ("partition", "target_labelled"), 200),
+    ("fmnist_noise", "fedgp_cosine", ("train", "model"), "cifar_cnn"),
+    ("fmnist_noise", "fedgp_cosine", ("train", "optimizer"), "sgd"),
+    ("fmnist_noise", "fedgp_cosine", ("train", "source_lr"), 0.02),
+    ("fmnist_noise", "fedgp_cosine", ("train", "target_lr"), 0.05),  # the paper's text; the code has 0.005
+    ("fmnist_noise", "fedgp_cosine", ("train", "source_batch_size"), 32),
+    ("fmnist_noise", "fedgp_cosine", ("train", "target_batch_size"), 8),
+    ("fmnist_noise", "fedgp_cosine", ("train", "rounds"), 20),
+    ("fmnist_noise", "fedgp_cosine", ("train", "warmup_rounds"), 0),
+    ("fmnist_noise", "fedgp_cosine", ("train", "final_rounds"), 1),
+    ("fmnist_noise", "fedgp_cosine", ("hparams", "mode"), "projection"),
+    ("fmnist_noise", "fedgp_cosine", ("hparams", "scale_alignment"), "none"),
+    ("fmnist_noise", "fedgp_auto_threshold", ("hparams", "lr_decay_after_warmup"), 1.0),
+    ("fmnist_noise", "fedgp_auto_threshold", ("hparams", "target_batch_size"), 16),
+    ("fmnist_noise", "fedda_auto", ("hparams", "scale_alignment"), "steps_and_lr"),
+    ("fmnist_noise", "fedda_auto", ("hparams", "estimation"), "gradient_batches"),
+    ("fmnist_noise", "fedgp_auto_threshold", ("algorithm",), "fedgp_auto"),
+    ("fmnist_noise", "warmup_target_only", ("algorithm",), "target_only"),
+    ("fed_heart", "fedda", ("dataset_options", "rows"), "all"),
+    ("fed_heart", "fedda", ("partition", "holdout_split"), "seeded"),
+    ("fed_heart", "fedda", ("partition", "standardize"), True),
+    ("fed_heart", "fedda", ("train", "model_options", "hidden"), [32]),
+]
+
+
+@pytest.mark.parametrize("experiment, method, knob, value", KNOBS, ids=lambda v: str(v))
+def test_a_cell_that_differs_in_one_knob_is_flagged(raw_params, experiment, method, knob, value):
+    config = _config(raw_params, "paper_cpu", experiment, method)
+    assert changes_from_published(config) == []
+    section = config
+    for key in knob[:-1]:
+        section = section[key]
+    published = section[knob[-1]]
+    section[knob[-1]] = value
+    changes = changes_from_published(config)
+    assert len(changes) == 1 and changes[0].startswith(".".join(knob) + f" = {value}") and f"(published {published})" in changes[0], changes
+
+
+def test_another_beta_compares_with_its_own_row(raw_params):
+    config = _config(raw_params, "paper", "colored_mnist_beta", "fedgp_b0.4", "-90")
+    assert method_key(config) == "fedgp_0.4" and changes_from_published(config) == []
+
+
+def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(raw_params):
+    """Every compared cell of the `paper` suite is on its row's published protocol, except the variants kept
+    beside the published ones so readers see both, and settings fdabench cannot run as published."""
+    expected = {
+        "fedgp": {"hparams.mode = projection (published cosine_scaled)"},                      # the definition
+        "target_only": {"algorithm = target_only (published warmup_target_only)"},           # no warm-up (non-iid tables)
+        "warmup_target_only": {"algorithm = warmup_target_only (published target_only)"},    # DomainBed's has none
+        "fedgp_auto": {"algorithm = fedgp_auto (published fedgp_auto_threshold)", "train.warmup_rounds = 2 (published 5)"},
+        "fedgp_auto_threshold": {"algorithm = fedgp_auto_threshold (published fedgp_auto)", "train.warmup_rounds = 2 (published 5)"},
+        "fedda_auto": {"train.warmup_rounds = 2 (published 5)"},                              # TerraIncognita auto warm-up
+        "oracle": {"train.warmup_rounds = 2 (published 0)", "train.target_batch_size = 16 (published 64)",
+                   "train.target_lr = 0.0002 (published 0.00025)", "train.target_lr = 0.005 (published 0.003)",
+                   "train.target_lr = 1e-05 (published 1.25e-05)", "train.source_lr = 0.005 (published 0.001)",
+                   "train.target_lr = 0.0025 (published 0.0005)"},                                     # oracle scripts' own settings
+        **{name: {"train.rounds = 50 (published 150)"} for name in ("ditto", "fedrep", "apfl", "knn_per")},
+    }
+    seen: dict[str, set[str]] = {}
+    for cell in _cells(raw_params, "paper"):
+        config = cell.config
+        target_rows = PUBLISHED[config["published"]].get(config["target"], {})
+        if method_key(config) not in target_rows:
+            continue
+        for change in changes_from_published(config):
+            seen.setdefault(config["method"], set()).add(change)
+    unexpected = {method: changes - expected.get(method, set()) for method, changes in seen.items()}
+    assert not any(unexpected.values()), unexpected
+    assert seen["fedgp"] and seen["target_only"] and seen["fedgp_auto"]
+
+
+def test_the_cpu_reduction_of_colored_mnist_is_marked(raw_params):
+    config = _config(raw_params, "paper_cpu", "colored_mnist", "fedgp_cosine")
+    assert changes_from_published(config) == [
+        "dataset_options.samples_per_environment = 5000 (published unset)", "partition.target_labelled = 0.01 (published 0.001)",
+        "train.model_options.width = 32 (published 64)", "train.rounds = 20 (published 50)"]
