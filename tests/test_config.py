@@ -161,3 +161,27 @@ def test_paper_suite_runs_every_registered_method(raw):
     assert algorithms_in["table_sample_size"] == {"fedda", "fedgp", "fedda_auto", "fedgp_auto_threshold"}
     assert algorithms_in["table_weak"] >= weak
     assert params.tables()["table1"]["experiments"] == ["colored_mnist", "vlcs", "terra_incognita"]
+
+
+def test_method_options_and_by_target_override_a_variant(raw):
+    """Precedence: method defaults < variant < variant's by_target.<target> < the experiment's method_options."""
+    changed = copy.deepcopy(raw)
+    changed["methods"]["fedda_auto"] = {"lr_decay_after_warmup": 0.5, "by_target": {"+90": {"lr_decay_after_warmup": 0.1, "target_batch_size": 2}}}
+    changed["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {"fedda_auto": {"target_batch_size": 4}}
+    params = validate_params(changed)
+    plus90 = params.cell("colored_digits", "fedda_auto", "+90", 0).config["hparams"]
+    minus90 = params.cell("colored_digits", "fedda_auto", "-90", 0).config["hparams"]
+    rotated = params.cell("rotated_digits", "fedda_auto", "30", 0).config["hparams"]
+    assert (plus90["lr_decay_after_warmup"], plus90["target_batch_size"]) == (0.1, 4)
+    assert (minus90["lr_decay_after_warmup"], minus90["target_batch_size"]) == (0.5, 4)
+    assert (rotated["lr_decay_after_warmup"], rotated["target_batch_size"]) == (0.5, None)
+
+
+def test_method_options_are_checked_against_the_method(raw):
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {"fedda_auto": {"lr_decay": 0.1}, "nope": {}}
+    broken["methods"]["fedda_auto"] = {"by_target": {"+90": {"target_batch_size": 0}}}
+    message = _error(broken)
+    assert "colored_digits.method_options.fedda_auto: unknown key(s) 'lr_decay'" in message
+    assert "colored_digits.method_options.nope: 'nope' is not a method of this experiment" in message
+    assert "methods.fedda_auto.by_target.+90.target_batch_size: 0 is less than the minimum of 1" in message

@@ -101,3 +101,46 @@ def test_fedda_auto_beats_fedda_on_colored_digits_minus90(colored_digits, repo_r
         rounds = get_method(name, params.method_variant(name)[1]).run(problem, settings, 0, torch.device("cpu"))["rounds"]
         finals[name] = sum(r["accuracy"] for r in rounds[-5:]) / 5
     assert finals["fedda_auto"] > finals["fedda"] + 0.3, finals
+
+
+def _inputs(target_lr=0.005, source_lr=0.01, source_steps=(94.0, 47.0), target_steps=7):
+    from fdabench.methods.base import RoundInputs
+
+    settings = TrainSettings.from_dict({**SETTINGS, "source_lr": source_lr, "target_lr": target_lr})
+    inputs = RoundInputs(0, torch.zeros(3), (3,), settings)
+    inputs.source_updates = torch.ones(len(source_steps), 3)
+    inputs.source_steps, inputs.target_steps = torch.tensor(source_steps), target_steps
+    return inputs
+
+
+def test_scale_alignment_conventions():
+    """c_i against the target's per-step updates (r = lr_T/lr_S = 0.5): fdabench r/k_i; the non-iid code scales
+    both sides by r (1/k_i); the DomainBed code scales the target by r (1/(r k_i)); the cosine factor r k_T/k_i."""
+    from fdabench.methods.fda import cosine_scale
+
+    inputs = _inputs()
+    k = torch.tensor([94.0, 47.0])
+    assert torch.allclose(estimation_scale(inputs, "steps_and_lr"), 0.5 / k)
+    assert torch.allclose(estimation_scale(inputs, "noniid_code"), 1.0 / k)
+    assert torch.allclose(estimation_scale(inputs, "domainbed_code"), 2.0 / k)
+    assert torch.equal(estimation_scale(inputs, "none"), torch.ones(2))
+    for alignment in ("steps_and_lr", "noniid_code", "domainbed_code"):
+        assert torch.allclose(cosine_scale(inputs, alignment), 0.5 * 7 / k)
+    assert torch.equal(cosine_scale(inputs, "none"), torch.ones(2))
+    with pytest.raises(ValueError, match="unknown scale alignment"):
+        estimation_scale(inputs, "lr")
+
+
+def test_fedgp_beta_ignores_the_alignment_and_fedda_beta_does_not():
+    generator = torch.Generator().manual_seed(0)
+    steps = torch.randn(6, 40, generator=generator) * 0.1 + 0.05
+    sources = torch.randn(2, 40, generator=generator)
+    inputs = _inputs()
+    betas = {}
+    for alignment in ("steps_and_lr", "noniid_code", "domainbed_code"):
+        for rule in ("fedda", "fedgp", "fedgp_threshold"):
+            betas[alignment, rule] = auto_weights(steps, sources, rule=rule, source_scale=estimation_scale(inputs, alignment))[0]
+    for rule in ("fedgp", "fedgp_threshold"):
+        assert torch.allclose(betas["steps_and_lr", rule], betas["noniid_code", rule])
+        assert torch.allclose(betas["steps_and_lr", rule], betas["domainbed_code", rule])
+    assert not torch.allclose(betas["steps_and_lr", "fedda"], betas["noniid_code", "fedda"], rtol=1e-3)
