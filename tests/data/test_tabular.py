@@ -62,6 +62,6 @@ def test_fed_heart_partition_and_problem(heart_stand_in):
     assert len(other.target_test.indices) == 24 and len(other.target_labelled.indices) == round(0.2 * 45)
     problem = build_problem(prepared, other, "cpu")
     assert set(problem.target_labelled.aux) == {"sex"}
-    standardised = build_problem(prepared, partitioner.split(prepared, "va", 0, {**source.default_partition, "standardize": True}), "cpu")
+    standardised = build_problem(prepared, partitioner.split(prepared, "va", 0, source.default_partition), "cpu")
     pooled = torch.cat([client.inputs() for client in standardised.sources] + [standardised.target_labelled.inputs()])
     assert torch.allclose(pooled.mean(0), torch.zeros(15), atol=1e-5)  # fitted on sources + labelled target only

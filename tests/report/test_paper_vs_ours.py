@@ -105,7 +105,7 @@ KNOBS = [
     ("fmnist_noise", "warmup_target_only", ("algorithm",), "target_only"),
     ("fed_heart", "fedda", ("dataset_options", "rows"), "all"),
     ("fed_heart", "fedda", ("partition", "holdout_split"), "seeded"),
-    ("fed_heart", "fedda", ("partition", "standardize"), True),
+    ("fed_heart", "fedda", ("partition", "standardize"), False),
     ("fed_heart", "fedda", ("train", "model_options", "hidden"), [32]),
 ]
 

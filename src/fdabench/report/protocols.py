@@ -204,7 +204,7 @@ PROTOCOLS: dict[str, Protocol] = {
                  "public, so the training settings are fdabench's",
         dataset="fed_heart", dataset_options={"rows": "flamby", "auxiliary": []}, partitioner="leave_one_domain_out",
         partition={"holdout_fraction": 0.34, "holdout_split": "flamby", "target_labelled": 0.2,
-                   "target_labelled_overrides": {"switzerland": 1.0}, "standardize": False},
+                   "target_labelled_overrides": {"switzerland": 1.0}, "standardize": True},
         train=_train(model="mlp", model_options={"hidden": []}, source_lr=1e-3, target_lr=1e-3, source_batch_size=32, target_batch_size=8),
         rows={
             "source_only": Row("source_only", {}, "Table 17 'Source only'"),
@@ -217,7 +217,10 @@ PROTOCOLS: dict[str, Protocol] = {
                                              "mode": "cosine_scaled"}, "Table 17 (settings not public: fdabench's defaults, plain β)"),
             **{name: row for name, row in _domainbed_rows(8).items() if name in ("ditto", "fedrep", "apfl", "knn_per")},
         },
-        notes=("the training settings (learning rates, batches, rounds, warm-up) are not published for Fed-Heart: these are fdabench's",),
+        notes=("the training settings (learning rates, batches, rounds, warm-up) are not published for Fed-Heart: these are fdabench's",
+               "FLamby's loader does not scale the features; the record standardises them (fitted on the sources and the target's "
+               "labelled samples), inferred from the published Source-only row (76.92/75.96/62.50/55.56), which unscaled features "
+               "miss by 20-36 points on centres 0-2 (measured, 5 seeds: 56.9/54.9/26.8/52.7 unscaled, 75.9/79.5/64.3/77.8 scaled)"),
     ),
 }
 
