@@ -43,24 +43,63 @@ def test_alpha_zero_multitask_loss_is_the_main_loss(problem):
     assert torch.equal(main, model(data.inputs(index)))  # evaluation sees the main head only
 
 
-@pytest.mark.parametrize("name", ["auxinfo", "auxinfo_gp"])
-def test_auxiliary_heads_follow_the_sources_only(problem, name):
-    method = get_method(name)
-    captured = {}
-    original = method.aggregate
+def _spy(method):
+    captured = []
+    original_start, original_aggregate = method.target_start, method.aggregate
 
-    def spy(inputs):
-        aggregate = original(inputs)
-        captured["inputs"], captured["delta"] = inputs, aggregate.delta
-        return aggregate
+    def start(inputs):
+        point = original_start(inputs)
+        captured.append({"start": point.clone(), "global": inputs.global_params.clone()})
+        return point
 
-    method.aggregate = spy
+    def aggregate(inputs):
+        result = original_aggregate(inputs)
+        captured[-1].update(inputs=inputs, delta=result.delta)
+        return result
+
+    method.target_start, method.aggregate = start, aggregate
+    return captured
+
+
+def _aux_mask(inputs):
+    return torch.tensor([n.startswith("aux_heads.") for n, size in zip(inputs.layer_names, inputs.layer_sizes) for _ in range(size)])
+
+
+def test_auxinfo_heads_follow_the_sources_fedavg(problem):
+    method = get_method("auxinfo")
+    captured = _spy(method)
     history = method.run(problem, SETTINGS, 0, torch.device("cpu"))
-    inputs, delta = captured["inputs"], captured["delta"]
-    aux = torch.tensor([n.startswith("aux_heads.") for n, size in zip(inputs.layer_names, inputs.layer_sizes) for _ in range(size)])
-    assert aux.any() and history["layer_names"][-1].startswith("aux_heads.")
-    assert torch.allclose(delta[aux], fedavg(inputs.source_updates, inputs.source_counts)[aux])  # never projected
-    assert torch.all(inputs.target_update[aux] == 0)  # the target never trains them (main-task loss only)
+    assert history["layer_names"][-1].startswith("aux_heads.")
+    for record in captured:
+        inputs, aux = record["inputs"], _aux_mask(record["inputs"])
+        assert torch.allclose(record["delta"][aux], fedavg(inputs.source_updates, inputs.source_counts)[aux])
+        assert torch.all(inputs.target_update[aux] == 0)  # the target never trains them (main-task loss only)
+
+
+def test_auxinfo_gp_follows_the_authors_rounds(problem):
+    """Rounds < averaging_rounds: θ moves to the sources' FedAvg, the target fine-tunes from it, the sources'
+    deviations from the average are projected, the auxiliary heads take the average. Later rounds: GP
+    relative to θ, the auxiliary heads keep the global model's values."""
+    settings = TrainSettings.from_dict({**SETTINGS.to_dict(), "rounds": 3})
+    method = get_method("auxinfo_gp", {"averaging_rounds": 1})
+    captured = _spy(method)
+    history = method.run(problem, settings, 0, torch.device("cpu"))
+    assert [r["phase"] for r in history["rounds"]] == ["fda"] * 3  # no separate source-only warm-up
+    for index, record in enumerate(captured):
+        inputs, delta, aux = record["inputs"], record["delta"], _aux_mask(record["inputs"])
+        average = fedavg(inputs.source_updates, inputs.source_counts)
+        scale = (settings.target_lr / settings.source_lr) * inputs.target_steps / inputs.source_steps.float()
+        if index == 0:
+            assert torch.allclose(record["start"], record["global"] + average)
+            shared = average + fedgp(inputs.target_update, inputs.source_updates - average, 0.5, inputs.source_counts,
+                                     mode="cosine_scaled", scale=scale, layer_sizes=inputs.layer_sizes)
+            assert torch.allclose(delta[aux], average[aux])
+        else:
+            assert torch.equal(record["start"], record["global"])
+            shared = fedgp(inputs.target_update, inputs.source_updates, 0.5, inputs.source_counts,
+                           mode="cosine_scaled", scale=scale, layer_sizes=inputs.layer_sizes)
+            assert torch.all(delta[aux] == 0)  # kept at the global model's values
+        assert torch.allclose(delta[~aux], shared[~aux], atol=1e-7)
 
 
 def test_gp_is_cosine_scaled_fedgp_on_the_shared_layers(problem):
@@ -68,14 +107,15 @@ def test_gp_is_cosine_scaled_fedgp_on_the_shared_layers(problem):
     n = [("features.1.weight", 6), ("head.weight", 4), ("aux_heads.sex.weight", 2)]
     generator = torch.Generator().manual_seed(0)
     target, sources = torch.randn(12, generator=generator), torch.randn(2, 12, generator=generator)
-    inputs = RoundInputs(3, torch.zeros(12), tuple(s for _, s in n), SETTINGS, tuple(name for name, _ in n),
-                         source_updates=sources, source_counts=torch.tensor([3.0, 1.0]), source_steps=torch.tensor([4, 2]),
-                         target_update=target, target_steps=2)
+    inputs = RoundInputs(7, torch.zeros(12), tuple(s for _, s in n), SETTINGS, tuple(name for name, _ in n),
+                         source_updates=sources, source_counts=torch.tensor([3.0, 1.0]), source_steps=torch.tensor([4, 2]))
+    method.target_start(inputs)  # round 7: after the averaging rounds
+    inputs.target_update, inputs.target_steps = target, 2
     delta = method.aggregate(inputs).delta
     scale = (SETTINGS.target_lr / SETTINGS.source_lr) * 2 / torch.tensor([4.0, 2.0])
     expected = fedgp(target, sources, 0.5, [3.0, 1.0], mode="cosine_scaled", scale=scale, layer_sizes=[6, 4, 2])
     assert torch.allclose(delta[:10], expected[:10])
-    assert torch.allclose(delta[10:], fedavg(sources, [3.0, 1.0])[10:])
+    assert torch.all(delta[10:] == 0)
 
 
 def test_fedavg_finetune_starts_the_target_from_the_sources_aggregate(problem):

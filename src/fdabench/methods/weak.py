@@ -5,16 +5,24 @@ may train on cheap auxiliary labels as extra tasks, and the target fine-tunes on
   the fine-tuned model is the next global model and the one evaluated.
 * `auxinfo`: the same, with sources training a shared body, the main head and one head per auxiliary label
   on L_main + α Σ_a L_a (α = 1); the target's loss is the main task's only.
-* `gp`: sources and target train from the global model; per layer the target update g_T and each source
-  update g_i with cos(g_T, g_i) > 0 combine as (1 − β) g_T + β Σ_i w_i s_i cos(g_T, g_i) g_i (FedGP's
-  cosine-scaled form; s_i the alignment factor: learning-rate and step-count ratio), after FedAvg warm-up.
+* `gp`: sources train from the global model θ; per layer the target update g_T and each source update g_i
+  with cos(g_T, g_i) > 0 combine as (1 − β) g_T + β Σ_i w_i s_i cos(g_T, g_i) g_i (FedGP's cosine-scaled
+  form; s_i the alignment factor: learning-rate and step-count ratio; β weights the *source* term, as the
+  code does, where the paper's Eq. 7/9 weight the target term). In the first `averaging_rounds` rounds (5)
+  the server first moves θ to the sources' FedAvg, the target fine-tunes from there and the projection is
+  taken relative to that average (the authors' federated_midrc_multi.py:354-381); later rounds project
+  relative to θ.
 * `auxinfo_gp`: `gp` with auxiliary tasks on the sources.
 
-Auxiliary heads are never projected, never averaged into the target's main model and never used at
-evaluation: their parameters follow the FedAvg of the sources' auxiliary-head updates only.
+Auxiliary heads are never projected, never part of the target's loss and never used at evaluation. In
+`fedavg_finetune`/`auxinfo` they follow the sources' FedAvg every round; in `auxinfo_gp` they take part in
+the FedAvg of the averaging rounds only and then keep the global model's values (the authors' code leaves
+them out of the projected update).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -95,18 +103,34 @@ class _FinetuneAggregate(WeaklySupervised):
 
 
 class _ProjectedAggregate(WeaklySupervised):
-    warmup = True
     hparams_schema = {
         **WeaklySupervised.hparams_schema,
-        "beta": BETA_SCHEMA,
+        "beta": {**BETA_SCHEMA, "description": "weight of the source (projected) term, as the authors' code; the paper's Eq. 7/9 weight the target term"},
         "mode": {"enum": ["cosine_scaled", "projection"], "description": "cosine_scaled: the published code; projection: FedGP's definition"},
         "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
+        "averaging_rounds": {"type": "integer", "minimum": 0, "description": "first rounds in which θ first moves to the sources' FedAvg and the target fine-tunes and projects from there (authors' code: 5)"},
     }
-    default_hparams = {**WeaklySupervised.default_hparams, "beta": 0.5, "mode": "cosine_scaled", "scale_alignment": "steps_and_lr"}
+    default_hparams = {**WeaklySupervised.default_hparams, "beta": 0.5, "mode": "cosine_scaled", "scale_alignment": "steps_and_lr",
+                       "averaging_rounds": 5}
+
+    def _averaging(self, inputs: RoundInputs) -> bool:
+        return inputs.round_index < self.hparams["averaging_rounds"]
+
+    def target_start(self, inputs: RoundInputs) -> torch.Tensor:
+        self._average = fedavg(inputs.source_updates, inputs.source_counts) if self._averaging(inputs) else None
+        return inputs.global_params if self._average is None else inputs.global_params + self._average
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
-        shared = combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
-        return Aggregate(self.split_aggregate(inputs, shared))
+        average = self._average
+        if average is None:
+            delta = combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+            frozen = torch.zeros_like(delta)  # auxiliary heads keep the global model's values
+        else:  # anchored at θ + FedAvg: the sources' updates are their deviations from the average
+            moved = replace(inputs, source_updates=inputs.source_updates - average)
+            delta = average + combine_fedgp(moved, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+            frozen = average
+        mask = self.auxiliary_mask(inputs)
+        return Aggregate(torch.where(mask, frozen, delta) if mask.any() else delta)
 
 
 @METHODS.register("fedavg_finetune")
