@@ -110,6 +110,16 @@ def test_fedrep_never_averages_the_head(run_method, tiny_problem):
     assert run_method("fedrep")["rounds"][-1]["loss"] != run_method("fedrep", problem=_flip_source_labels(tiny_problem))["rounds"][-1]["loss"]
 
 
+def test_fedrep_on_a_one_layer_network_shares_nothing(run_method, tiny_problem):
+    """A model without a body (Fed-Heart's one-layer network): no bytes cross, and the target's model is its
+    own head, untouched by any source's data."""
+    linear = {"model": "mlp", "model_options": {"hidden": []}}
+    history = run_method("fedrep", **linear)
+    assert all(r["bytes_uplink"] == 8 * (len(tiny_problem.sources) + 1) and r["bytes_downlink"] == 0 for r in history["rounds"])
+    flipped = run_method("fedrep", problem=_flip_source_labels(tiny_problem), **linear)
+    assert _accuracies(history) == _accuracies(flipped) and history["rounds"][-1]["loss"] == flipped["rounds"][-1]["loss"]
+
+
 def test_fedrep_without_head_training_is_the_global_model(run_method):
     """No client ever trains its head and the server never moves it: personalised model = global model."""
     history = run_method("fedrep", {"head_epochs": 0})

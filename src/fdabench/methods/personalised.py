@@ -205,7 +205,9 @@ class FedRep(PersonalisedMethod):
     """FedRep (Collins et al. 2021): the body (`features`) is shared, every client keeps its own head. Each
     round a client trains its head for `head_epochs` with the received body frozen, then the body for
     `body_epochs` with its head frozen, and sends the body update; the server averages bodies only. The
-    target's personalised model: the global body with the target's head. Only body bytes are exchanged."""
+    target's personalised model: the global body with the target's head. Only body bytes are exchanged.
+    A model without a body (a one-layer network, e.g. Fed-Heart's) shares nothing: every client trains its
+    head alone and the target's model is its own head."""
 
     name = "fedrep"
     description = "personalised FL: shared body averaged by the server, a local head per client"
@@ -216,16 +218,17 @@ class FedRep(PersonalisedMethod):
     default_hparams = {"head_epochs": 10, "body_epochs": 1}  # FedRep paper: 10 head epochs, 1 body epoch
 
     def start(self, federation, global_params):
-        self.body_space = ParameterSpace(federation.model, prefix="features.")
+        has_body = any(name.startswith("features.") for name in federation.space.layer_names)
+        self.body_space = ParameterSpace(federation.model, prefix="features.") if has_body else None
         self.head_space = ParameterSpace(federation.model.head)
-        self.body_size = self.body_space.size
-        body_layers = len(self.body_space.layer_names)
-        if federation.space.layer_names[:body_layers] != self.body_space.layer_names or self.body_size + self.head_space.size != federation.space.size:
+        self.body_size = self.body_space.size if has_body else 0
+        body_names = self.body_space.layer_names if has_body else ()
+        if federation.space.layer_names[: len(body_names)] != body_names or self.body_size + self.head_space.size != federation.space.size:
             raise ValueError(f"{self.name}: the model must be `features` followed by `head`")
         self.heads = [global_params[self.body_size :].clone() for _ in federation.clients]
 
     def shared_bytes(self, federation):
-        return self.body_space.update_bytes
+        return self.body_space.update_bytes if self.body_space is not None else 0
 
     def begin_round(self, federation, global_params):
         """Every client trains its head on the received body's features (the body frozen: features computed
@@ -254,7 +257,7 @@ class FedRep(PersonalisedMethod):
     def train_client(self, federation, index, global_params):
         """The body's epochs with the client's head (trained in `begin_round`) frozen."""
         update = torch.zeros_like(global_params)
-        if self.hparams["body_epochs"]:
+        if self.hparams["body_epochs"] and self.body_space is not None:
             self.head_space.set(self.heads[index])
             body_local = replace(federation.local[index], epochs=self.hparams["body_epochs"])
             result = train_locally(self.body_space, global_params[: self.body_size], federation.clients[index], body_local, federation.loss_fn, federation.generators[index])
