@@ -162,3 +162,18 @@ def test_the_cpu_reduction_of_colored_mnist_is_marked(raw_params):
     assert changes_from_published(config) == [
         "dataset_options.samples_per_environment = 5000 (published unset)", "partition.target_labelled = 0.01 (published 0.001)",
         "train.model_options.width = 32 (published 64)", "train.rounds = 20 (published 50)"]
+
+
+def test_published_averages_are_compared_with_the_per_seed_mean_over_targets(tmp_path, raw_params):
+    paths = []
+    for seed, finals in ((0, (0.80, 0.70, 0.60, 0.50)), (1, (0.82, 0.72, 0.62, 0.52))):
+        for target, final in zip(("cleveland", "hungarian", "switzerland", "va"), finals):
+            config = {**_config(raw_params, "paper_cpu", "fed_heart", "fedda", target), "seed": seed}
+            paths.append(_write(tmp_path, config, final, f"{target}{seed}"))
+    config = {**_config(raw_params, "paper_cpu", "fed_heart", "fedda", "va"), "seed": 2}  # seed 2 lacks three centres
+    paths.append(_write(tmp_path, config, 0.9, "va2"))
+    table = paper_vs_ours(paths)
+    average = table[table["target"] == "Avg"].iloc[0]
+    assert average["published"] == 72.05 and average["n_seeds"] == 2 and average["ours_mean"] == pytest.approx(66.0)
+    summary = paper_vs_ours_summary(table).iloc[0]
+    assert (summary["published_rows"], summary["matched"]) == (36, 4)  # the average is not a published row
