@@ -38,29 +38,27 @@ SCALE_ALIGNMENT_SCHEMA = {
 }
 
 
+def _ratio_and_steps(inputs: RoundInputs, alignment: str) -> tuple[float, torch.Tensor]:
+    """(lr_T / lr_S, the sources' local steps k_i) after checking `alignment`."""
+    if alignment not in SCALE_ALIGNMENTS:
+        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: {', '.join(SCALE_ALIGNMENTS)}")
+    return inputs.settings.target_lr / inputs.settings.source_lr, inputs.source_steps.to(inputs.source_updates.dtype)
+
+
 def estimation_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
     """c_i: source i's update times c_i is compared with the target's per-step updates when β is estimated.
     FedGP-type β is invariant to c_i (τ²d² and δ are scale-free in g_i); FedDA's β is not."""
-    steps = inputs.source_steps.to(inputs.source_updates.dtype)
-    ratio = inputs.settings.target_lr / inputs.settings.source_lr
-    factors = {"steps_and_lr": ratio, "noniid_code": 1.0, "domainbed_code": 1.0 / ratio}
-    if alignment == "none":
-        return torch.ones_like(steps)
-    if alignment not in factors:
-        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: {', '.join(SCALE_ALIGNMENTS)}")
-    return factors[alignment] / steps
+    ratio, steps = _ratio_and_steps(inputs, alignment)
+    factor = {"steps_and_lr": ratio, "noniid_code": 1.0, "domainbed_code": 1.0 / ratio, "none": None}[alignment]
+    return torch.ones_like(steps) if factor is None else factor / steps
 
 
 def cosine_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
     """The alignment factor of cosine-scaled FedGP, s_i = (lr_T/lr_S) · k_T / k_i with k the local optimiser
     steps ((lr_T/lr_S)·(E_T n_T/bs_T)/(E_S n_i/bs_S) in the published code, weakly-supervised paper Eq. 8);
     1 for alignment "none"."""
-    steps = inputs.source_steps.to(inputs.source_updates.dtype)
-    if alignment == "none":
-        return torch.ones_like(steps)
-    if alignment not in SCALE_ALIGNMENTS:
-        raise ValueError(f"unknown scale alignment {alignment!r}; allowed: {', '.join(SCALE_ALIGNMENTS)}")
-    return (inputs.settings.target_lr / inputs.settings.source_lr) * inputs.target_steps / steps
+    ratio, steps = _ratio_and_steps(inputs, alignment)
+    return torch.ones_like(steps) if alignment == "none" else ratio * inputs.target_steps / steps
 
 
 def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str) -> torch.Tensor:
