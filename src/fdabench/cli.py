@@ -285,6 +285,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         frame = pd.DataFrame(bench.memory_rows(args.sources[0], args.sizes[0], args.batches))
         frame["budget_(N+3)m4"] = (frame["N"] + 3) * frame["m"] * 4
         frame["stored_matrix_Bm4"] = frame["B"] * frame["m"] * 4
+        frame["live_plus_sources"] = frame["live_tensor_bytes"] + frame["N"] * frame["m"] * 4
         frame["extra_plus_sources"] = frame["extra_bytes"] + frame["N"] * frame["m"] * 4
         columns = list(frame.columns)
     print(frame[columns].to_markdown(index=False, floatfmt=".4g"))
