@@ -20,9 +20,17 @@ def _run(make_optimizer, steps=6):
     return torch.stack(trajectory)
 
 
+class _ForeachAdam(Adam):
+    """The foreach fallback (builds without the fused kernel, or mixed step counts)."""
+
+    def _fused(self, *args) -> bool:
+        return False
+
+
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_adam_matches_torch(weight_decay):
-    ours = _run(lambda p: Adam(p, lr=0.01, weight_decay=weight_decay))
+@pytest.mark.parametrize("adam", [Adam, _ForeachAdam])
+def test_adam_matches_torch(weight_decay, adam):
+    ours = _run(lambda p: adam(p, lr=0.01, weight_decay=weight_decay))
     reference = _run(lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=weight_decay))
     assert torch.allclose(ours, reference, rtol=1e-5, atol=1e-7)
 
@@ -53,3 +61,12 @@ def test_parameters_without_gradients_are_skipped_as_in_torch(ours, reference):
         return torch.cat([p.detach().flatten() for p in list(first.parameters()) + list(second.parameters())])
 
     assert torch.allclose(run(ours), run(reference), rtol=1e-5, atol=1e-7)
+
+
+def test_adam_takes_the_fused_kernel_on_cpu():
+    """The fast path is the one the matching test above exercises (not silently the fallback)."""
+    parameter = torch.nn.Parameter(torch.ones(3))
+    optimizer = Adam([parameter], lr=0.1)
+    parameter.grad = torch.ones(3)
+    assert optimizer._fused([parameter], [parameter.grad], optimizer.exp_avg, optimizer.exp_avg_sq, 1)
+    assert torch.allclose(parameter.detach(), torch.full((3,), 0.9))

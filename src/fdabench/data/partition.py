@@ -198,6 +198,42 @@ class LeaveOneDomainOut(Partitioner):
         )
 
 
+@PARTITIONERS.register("labelled_target")
+class LabelledTarget(Partitioner):
+    """Every non-target domain is one source client that trains on all of it; the target labels
+    `target_labelled` samples (a count, or a fraction of the domain; drawn with the seed) and is tested on
+    all the others. No target sample is unlabelled-only (the weakly-supervised paper's Amazon protocol)."""
+
+    name = "labelled_target"
+    default_options = {"target_labelled": 400}
+    options_schema = {
+        "target_labelled": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "labelled target samples: a count (an integer) or a fraction of the target domain (a float < 1)",
+        },
+    }
+
+    def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
+        if target not in prepared.domains:
+            raise ValueError(f"target {target!r} is not a domain of {prepared.name}: {', '.join(prepared.domains)}")
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(prepared.domains[target].y))
+        labelled = _fraction_or_count(options["target_labelled"], len(order) - 1, "target_labelled")
+        sources = [ClientIndices(domain, domain, np.arange(len(arrays.y))) for domain, arrays in prepared.domains.items() if domain != target]
+        return Partition(
+            dataset=prepared.name,
+            target=target,
+            seed=seed,
+            partitioner=self.name,
+            options=dict(options),
+            sources=sources,
+            target_labelled=ClientIndices("target_labelled", target, np.sort(order[:labelled])),
+            target_unlabelled=ClientIndices("target_unlabelled", target, np.array([], dtype=np.int64)),
+            target_test=ClientIndices("target_test", target, np.sort(order[labelled:])),
+        )
+
+
 FLAMBY_SPLIT_SEED = 43  # FLamby's Fed-Heart-Disease train/test split (random_state of train_test_split)
 
 
@@ -304,13 +340,16 @@ class FeatureNoise(Partitioner):
     target) iid or by label; Gaussian noise of std s added to the target's inputs only. Targets are named
     "noise<s>" or "noise<s>-n<labelled>" (overriding target_labelled). The target's labelled samples come
     from its partition; it is tested on the `test` domain (target_test: test_domain) or on the rest of its
-    partition (target_test: rest)."""
+    partition (target_test: rest). `target_share: iid` gives the target an iid 1/clients share of `train`,
+    drawn first, so it holds every class, and deals the rest to the sources by `split` (non-IID MNIST of
+    the weakly-supervised paper); `split` (default) deals the target its share like any client."""
 
     name = "feature_noise"
-    default_options = {"clients": 10, "split": "iid", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
+    default_options = {"clients": 10, "split": "iid", "target_share": "split", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
     options_schema = {
         "clients": {"type": "integer", "minimum": 2, "description": "sources + 1 target"},
         "split": {"type": "string", "pattern": "^(iid|label[0-9]+)$", "description": "iid or label<k> (k classes per client)"},
+        "target_share": {"enum": ["split", "iid"], "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn first (every class)"},
         "target_labelled": {"type": "number", "exclusiveMinimum": 0, "description": "count (integer) or fraction of the target's partition (float <= 1)"},
         "target_test": {"enum": ["test_domain", "rest"]},
         "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)"},
@@ -330,9 +369,15 @@ class FeatureNoise(Partitioner):
             raise ValueError(f"target {target!r} must look like noise<std> or noise<std>-n<labelled>")
         rng = np.random.default_rng(seed)
         labels = np.asarray(prepared.domains["train"].y)
-        parts = _split_clients(labels, options["clients"], options["split"], rng)
-        sources = [ClientIndices(f"client{index}", "train", part) for index, part in enumerate(parts[:-1])]
-        target_part = rng.permutation(parts[-1])
+        if options.get("target_share", "split") == "iid":
+            order = rng.permutation(len(labels))
+            cut = len(labels) // options["clients"]
+            target_part, remaining = order[:cut], np.sort(order[cut:])
+            parts = [remaining[part] for part in _split_clients(labels[remaining], options["clients"] - 1, options["split"], rng)]
+        else:
+            parts = _split_clients(labels, options["clients"], options["split"], rng)
+            target_part = rng.permutation(parts.pop())
+        sources = [ClientIndices(f"client{index}", "train", part) for index, part in enumerate(parts)]
         wanted = int(match["labelled"]) if match["labelled"] else options["target_labelled"]
         labelled_count = _fraction_or_count(wanted, len(target_part), "target_labelled")
         labelled, rest = np.sort(target_part[:labelled_count]), np.sort(target_part[labelled_count:])

@@ -315,6 +315,13 @@ register(RawDataset(
     ),
 ))
 
+register(RawDataset(
+    name="amazon_reviews",
+    description="Amazon multi-domain sentiment reviews (Blitzer et al. 2007), sorted_data_acl",
+    how_to_get="domain_sentiment_data.tar.gz from www.cs.jhu.edu/~mdredze/datasets/sentiment/; repack its sorted_data_acl/{books,dvd,electronics,kitchen}/{positive,negative}.review as <mirror>/amazon_reviews/sorted_data_acl.tar.xz with the folder renamed amazon_reviews_mds/ (the checksum is of that archive)",
+    files=(RawFile("sorted_data_acl.tar.xz", "6732749ffb900821c56e4f0bc7f8d88ac6b97dc6f36b2582ec3dd8c278d66197"),),
+))
+
 
 def _domain_root(directory: Path, domains: tuple[str, ...]) -> Path:
     """The folder (directory itself or below it, depth <= 2) that holds every domain folder."""

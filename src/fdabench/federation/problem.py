@@ -97,7 +97,8 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     unlabelled inputs, which only methods marked † may read, nor its test split). `target_noise`
     {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of standard deviation s (no clamping) to the target's inputs — labelled, unlabelled and test — drawn once
     per sample from the partition seed ("fixed", reproducible) or afresh at every read ("redraw", as the
-    published code; still seeded).
+    published code; still seeded). Datasets whose features are fitted per target (Amazon's vocabulary, on
+    the sources' text) list each target's columns in `meta["target_feature_columns"]`; only those are kept.
     """
     if partition.dataset != prepared.name:
         raise ValueError(f"partition is for {partition.dataset!r}, prepared data is {prepared.name!r}")
@@ -106,15 +107,24 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         raise ValueError(f"unsupported partition transforms {sorted(unknown)}; allowed: {', '.join(TRANSFORMS)}")
     label_dtype = torch.long if prepared.task == "classification" else torch.float32
     noise = partition.transforms.get("target_noise", {"std": 0.0, "mode": "fixed"})
+    input_shape = tuple(prepared.input_shape)
+    columns = prepared.meta.get("target_feature_columns", {}).get(partition.target)
+    if columns is not None:
+        columns = np.asarray(columns, dtype=np.int64)
+        input_shape = (len(columns),)
+
+    def stored_inputs(client: ClientIndices) -> np.ndarray:
+        x_array = np.ascontiguousarray(prepared.domains[client.domain].x[client.indices])
+        return x_array if columns is None else np.ascontiguousarray(x_array[:, columns])
+
     scaling = None
     if "standardize" in partition.transforms:
-        training = [partition.target_labelled, *partition.sources]
-        scaling = standardizer([np.asarray(prepared.domains[c.domain].x[c.indices]) for c in training])
+        scaling = standardizer([stored_inputs(c) for c in [partition.target_labelled, *partition.sources]])
     noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
 
     def gather(client: ClientIndices, noisy: bool = False) -> ClientData:
         arrays = prepared.domains[client.domain]
-        x_array = np.ascontiguousarray(arrays.x[client.indices])
+        x_array = stored_inputs(client)
         if scaling is not None:
             median, mean, std = scaling
             flat = _rows(x_array).astype(np.float64)
@@ -136,7 +146,7 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     return FederatedProblem(
         task=prepared.task,
         num_outputs=prepared.num_outputs,
-        input_shape=tuple(prepared.input_shape),
+        input_shape=input_shape,
         sources=[gather(client) for client in partition.sources],
         target_labelled=gather(partition.target_labelled, noisy=True),
         target_unlabelled=gather(partition.target_unlabelled, noisy=True),
