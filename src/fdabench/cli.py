@@ -60,6 +60,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stand_in(args: argparse.Namespace) -> int:
+    from fdabench.data.images import write_stand_in
+
+    manifest = write_stand_in(args.dataset, args.output, args.per_domain)
+    print(f"{args.dataset} stand-in: {manifest} (images under {manifest.parent / 'images'})")
+    return 0
+
+
 def cmd_acquire(args: argparse.Namespace) -> int:
     from fdabench.data.raw import RawDataMissing, acquire, verify_acquired
 
@@ -318,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)")
     p.add_argument("--output", required=True, help="the prepared dataset directory")
     p.set_defaults(handler=cmd_prepare)
+
+    p = sub.add_parser("stand-in", help="write a generated stand-in manifest and images for midrc, chexpert or mimic (dry runs)")
+    p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"])
+    p.add_argument("--output", required=True, help="directory for manifest.csv and images/")
+    p.add_argument("--per-domain", type=int, default=60)
+    p.set_defaults(handler=cmd_stand_in)
 
     p = sub.add_parser("acquire", help="bring a raw dataset into data/raw from a mirror (or, with --download, its source), verified")
     p.add_argument("--raw", required=True, help="raw dataset name (e.g. FashionMNIST, MNIST, CIFAR10, heart_disease, PACS)")

@@ -49,7 +49,7 @@ def manifest_stand_in(tmp_path):
     for s, state in enumerate(("IL", "NC", "CA", "IN", "TX")):
         for k in range(3):
             _image(images / state / f"{k}.png", (50 * s, 20 * k, 0))
-            rows.append(f"{state}/{k}.png,{state},{k % 2},{'F' if k else 'M'},{40 + 10 * k},group{k}")
+            rows.append(f"{state}/{k}.png,{state},{k % 2},{'Female' if k else 'Male'},{4 + k},{('White', 'Black', 'Other')[k]}")
     manifest = tmp_path / "manifest.csv"
     manifest.write_text("\n".join(rows) + "\n")
     return manifest, images
@@ -63,8 +63,10 @@ def test_manifest_prepare_with_auxiliary_labels(manifest_stand_in):
     assert list(prepared.domains) == ["IL", "NC", "CA", "IN", "TX"]
     il = prepared.domains["IL"]
     assert il.x.shape == (3, 3, 8, 8) and list(il.y) == [0, 1, 0]
-    assert sorted(il.aux) == ["age_decade", "race", "sex"] and list(il.aux["sex"]) == [1, 0, 0]
-    assert prepared.meta["auxiliary_classes"] == {"sex": 2, "age_decade": 3, "race": 3}
+    assert sorted(il.aux) == ["age_decade", "race", "sex"] and list(il.aux["sex"]) == [0, 1, 1]
+    # codes follow the declared value lists (Male 0 / Female 1, decades 0..9, White 0 / Black 1 / Other 2)
+    assert list(il.aux["age_decade"]) == [4, 5, 6] and list(il.aux["race"]) == [0, 1, 2]
+    assert prepared.meta["auxiliary_classes"] == {"sex": 2, "age_decade": 10, "race": 3}
     assert source.input_files(options) == [str(manifest)]
 
 
@@ -75,7 +77,7 @@ def test_manifest_errors_are_specific(manifest_stand_in, tmp_path):
     bad.write_text(text.replace("path,state", "file,state"))
     with pytest.raises(ManifestError, match="missing column\\(s\\) path"):
         read_manifest(bad, images, "state", "label", [], None)
-    bad.write_text(text + "../../etc/passwd,IL,0,F,40,group0\n/abs/x.png,IL,0,F,40,group0\nIL/none.png,IL,1,F,40,group0\nIL/0.png,IL,-1,F,40,group0\n")
+    bad.write_text(text + "../../etc/passwd,IL,0,Male,4,White\n/abs/x.png,IL,0,Male,4,White\nIL/none.png,IL,1,Male,4,White\nIL/0.png,IL,-1,Male,4,White\n")
     with pytest.raises(ManifestError) as caught:
         read_manifest(bad, images, "state", "label", ["sex"], ["IL", "ZZ"])
     message = str(caught.value)
@@ -83,5 +85,40 @@ def test_manifest_errors_are_specific(manifest_stand_in, tmp_path):
     assert "do not exist" in message and "IL/none.png" in message
     assert "non-negative integers; rows [18]" in message
     assert "domain(s) ['ZZ'] have no rows" in message
+    bad.write_text(text.replace("IL/1.png,IL,1,Female", "IL/1.png,IL,2,female").replace("NC/0.png,NC", "IL/0.png,NC"))
+    with pytest.raises(ManifestError) as caught:
+        read_manifest(bad, images, "state", "label", ["sex"], None, num_classes=2,
+                      auxiliary_values={"sex": ["Male", "Female"]})
+    message = str(caught.value)
+    assert "unknown label values [2] in column 'label'" in message
+    assert "unknown values ['female'] in auxiliary column 'sex'" in message
+    assert "duplicate ids in column 'path': ['IL/0.png']; rows [0, 3]" in message
     with pytest.raises(ManifestError, match="needs datasets.midrc.manifest and .image_root"):
         get_dataset("midrc").prepare(get_dataset("midrc").default_options)
+
+
+def test_midrc_dry_run_suite_trains_on_the_stand_in(tmp_path, repo_root):
+    """The README's hospital walk-through: the stand-in manifest with the `midrc_dry_run` suite's settings
+    runs the weakly-supervised family end to end (prepare, partition, train) and learns the stand-in's cue."""
+    import yaml
+
+    from fdabench.config import validate_params
+    from fdabench.data import get_partitioner
+    from fdabench.data.images import write_stand_in
+    from fdabench.federation.problem import build_problem
+    from fdabench.federation.settings import TrainSettings
+    from fdabench.methods import get_method
+
+    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params = validate_params({**raw, "suite": "midrc_dry_run"})
+    manifest = write_stand_in("midrc", tmp_path / "midrc")
+    source = get_dataset("midrc")
+    options = {**params.dataset_options("midrc", "midrc"), "manifest": str(manifest), "image_root": str(tmp_path / "midrc" / "images")}
+    prepared = source.prepare(options)
+    assert prepared.meta["auxiliary_classes"] == {"sex": 2, "age_decade": 10, "race": 3}
+    partition = get_partitioner(params.partitioner("midrc")).split(prepared, "IL", 0, params.partition_options("midrc"))
+    problem = build_problem(prepared, partition, "cpu")
+    assert len(problem.target_labelled) == 8 and set(problem.aux_classes) == {"sex", "age_decade", "race"}
+    settings = TrainSettings.from_dict(params.train_settings("midrc"))
+    history = get_method("auxinfo_gp", {}).run(problem, settings, 0, "cpu")
+    assert history["rounds"][-1]["auc"] > 0.9

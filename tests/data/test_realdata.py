@@ -62,3 +62,16 @@ def test_fed_heart_centre_sizes(raw_root):
         again = partitioner.split(prepared, centre, 1, source.default_partition)
         assert np.array_equal(again.target_test.indices, split.target_test.indices)  # FLamby's split is fixed
     assert tests == [104, 89, 16, 45] and labelled == [40, 34, 30, 17]  # 20% of the training split; centre 2 all 30
+
+
+@needs_mirror
+def test_amazon_reviews_release_and_table5_split(raw_root):
+    acquire("amazon_reviews", raw_root, mirror=MIRROR)  # checks the archive's sha256
+    source = get_dataset("amazon_reviews")
+    prepared = source.prepare(source.default_options, raw_root=str(raw_root))
+    assert list(prepared.domains) == ["books", "dvd", "electronics", "kitchen"]
+    assert all(np.bincount(d.y).tolist() == [1000, 1000] for d in prepared.domains.values())
+    assert all(len(columns) == 5000 for columns in prepared.meta["target_feature_columns"].values())
+    partition = get_partitioner(source.partitioner).split(prepared, "kitchen", 0, source.default_partition)
+    assert [len(c.indices) for c in partition.sources] == [2000, 2000, 2000]
+    assert (len(partition.target_labelled.indices), len(partition.target_test.indices)) == (400, 1600)
