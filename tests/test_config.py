@@ -100,7 +100,7 @@ def test_unknown_suite_and_table_experiment(raw):
     broken["suite"] = "paper_typo"
     broken["suites"]["demo"]["tables"]["table1"]["experiments"].append("nope")
     message = _error(broken)
-    assert "suite: 'paper_typo' is not defined; allowed values: demo, paper, paper_cpu, smoke, theory" in message
+    assert "suite: 'paper_typo' is not defined; allowed values: demo, paper, paper_cpu, hospital, midrc_dry_run, smoke, theory" in message
     assert "tables.table1.experiments[2]: unknown experiment 'nope'" in message
 
 
