@@ -243,7 +243,7 @@ PROTOCOLS: dict[str, Protocol] = {
                  "-> 500 -> 100), optimiser and learning rates from their public trainer",
         dataset="amazon_reviews", dataset_options={"vocabulary": 5000, "features": "binary"}, partitioner="labelled_target",
         partition={"target_labelled": 400},
-        train=_train(model="mlp", model_options={"hidden": [1000, 500, 100]}, rounds=10, warmup_rounds=0,
+        train=_train(model="mlp", model_options={"hidden": [1000, 500, 100]}, rounds=8, warmup_rounds=2,
                      source_lr=1e-4, target_lr=2e-5, source_batch_size=32, target_batch_size=32),
         rows={
             **_WEAK_ROWS,
