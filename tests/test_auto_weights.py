@@ -75,6 +75,33 @@ def test_streaming_equals_stored(seed, rule):
         assert torch.allclose(streamed[key], stored[key], rtol=1e-5, atol=0), key
 
 
+@pytest.mark.parametrize("noise_ratio", [1e-2, 1e-3])
+def test_streaming_sigma2_stays_exact_for_nearly_deterministic_steps(noise_ratio):
+    """Per-step noise small against the mean step (e.g. full-batch target training): the one-pass
+    Σ‖G_b‖² − B‖Ḡ‖² in float32 cancels (wrong sign at 1e-3); Welford's update keeps σ̂² within 1e-3 of a
+    two-pass float64 reference, and d̂², τ̂²d̂² too. Crosses several scratch chunks (m > 2^18)."""
+    generator = torch.Generator().manual_seed(0)
+    B, m = 25, 600_000
+    mean_step = torch.randn(m, generator=generator)
+    batches = mean_step + noise_ratio * torch.randn(B, m, generator=generator)
+    sources = mean_step + 0.3 * torch.randn(2, m, generator=generator)
+    streaming = StreamingAutoWeights(sources)
+    for batch in batches:
+        streaming.add(batch)
+    _, ours = streaming.result("fedgp")
+    exact = batches.double()
+    centred = exact - exact.mean(0)
+    sigma2 = centred.square().sum() / (B - 1) / B
+    assert torch.allclose(ours["sigma2"], sigma2, rtol=1e-3, atol=0)
+    distance2 = (exact[:, None, :] - sources.double()[None]).square().sum(dim=(0, 2)) / B - sigma2 * B
+    assert torch.allclose(ours["d2"], distance2, rtol=1e-3, atol=0)
+    units = sources.double() / sources.double().norm(dim=1, keepdim=True)
+    residuals = exact[:, None, :] - (exact @ units.T)[..., None] * units[None]
+    spread = (residuals - residuals.mean(0)).square().sum(dim=(0, 2))
+    tau2d2 = residuals.square().sum(dim=(0, 2)) / B - spread / (B - 1)
+    assert torch.allclose(ours["tau2d2"], tau2d2, rtol=1e-3, atol=0)
+
+
 def test_source_scale_is_the_same_as_scaled_sources():
     generator = torch.Generator().manual_seed(3)
     batches, sources = torch.randn(6, 50, generator=generator), torch.randn(2, 50, generator=generator)

@@ -267,13 +267,19 @@ def auto_weights(
     return _auto_betas(rule, estimates), estimates
 
 
+_WELFORD_CHUNK = 1 << 18  # elements of scratch per step of the streaming update (1 MiB in float32)
+
+
 class StreamingAutoWeights:
     """Auto-weighting statistics accumulated one target batch update at a time.
 
     Algorithm 1 forwards the source updates to the target before it trains, so the target can fold each
-    per-batch update G_b into running sums as it goes: Σ G_b (one m-vector), and per source the float64
-    scalars Σ ‖G_b‖², Σ ⟨G_b, g_i⟩, Σ ⟨G_b, g_i⟩² / ‖g_i‖² and #{⟨G_b, g_i⟩ > 0}. Extra memory: one
-    m-vector beyond the N source updates it is given (never the B x m matrix).
+    per-batch update G_b into running statistics as it goes. Welford's update keeps them numerically stable
+    in one pass (the textbook Σ‖G_b‖² − B‖Ḡ‖² cancels when the per-step noise is small against the mean
+    step): the running mean Ḡ (one m-vector) and M2 = Σ‖G_b − Ḡ‖² (float64), and per source the running
+    mean and centred sum of squares of the projections p_b = ⟨G_b, g_i⟩/‖g_i‖ and #{⟨G_b, g_i⟩ > 0}.
+    Extra memory: one m-vector (the mean) beyond the N source updates it is given and the batch in flight,
+    plus a fixed scratch chunk (never the B x m matrix).
     """
 
     def __init__(self, source_updates: Tensor, source_scale: Tensor | Sequence[float] | float | None = None):
@@ -286,43 +292,55 @@ class StreamingAutoWeights:
         self.scale = scale.to(device=device, dtype=torch.float64)
         raw_norm2 = torch.linalg.vector_norm(source_updates, dim=1).double().square()
         self.source_norm2 = raw_norm2 * self.scale.square()
-        self._inverse_raw_norm2 = torch.where(raw_norm2 > 0, 1.0 / torch.where(raw_norm2 > 0, raw_norm2, 1.0), 0.0)
-        self.sum_updates = torch.zeros(source_updates.shape[1], dtype=source_updates.dtype, device=device)
-        self.sum_norm2 = torch.zeros((), dtype=torch.float64, device=device)
-        self.sum_inner = torch.zeros(count, dtype=torch.float64, device=device)
-        self.sum_projection2 = torch.zeros(count, dtype=torch.float64, device=device)
+        self._inverse_raw_norm = torch.where(raw_norm2 > 0, 1.0 / torch.where(raw_norm2 > 0, raw_norm2, 1.0).sqrt(), 0.0)
+        self.mean_update = torch.zeros(source_updates.shape[1], dtype=source_updates.dtype, device=device)
+        self.m2 = torch.zeros((), dtype=torch.float64, device=device)
+        self.mean_projection = torch.zeros(count, dtype=torch.float64, device=device)
+        self.m2_projection = torch.zeros(count, dtype=torch.float64, device=device)
         self.positive = torch.zeros(count, dtype=torch.float64, device=device)
         self.batches = 0
 
     def add(self, batch_update: Tensor) -> None:
-        """Fold one per-batch target update G_b (flat, length m) into the statistics."""
-        raw_inner = (self.sources @ batch_update).double()  # ⟨G_b, g_i⟩ before scaling
-        self.sum_updates += batch_update
-        self.sum_norm2 += torch.dot(batch_update, batch_update).double()
-        self.sum_inner += raw_inner * self.scale
-        self.sum_projection2 += raw_inner.square() * self._inverse_raw_norm2
-        self.positive += (raw_inner * self.scale > 0).double()
+        """Fold one per-batch target update G_b (flat, length m) into the statistics (Welford's update:
+        δ = G_b − Ḡ, Ḡ += δ/b, M2 += (1 − 1/b)‖δ‖²; the same for each source's projection)."""
         self.batches += 1
+        b = self.batches
+        raw_inner = (self.sources @ batch_update).double()  # ⟨G_b, g_i⟩ before scaling
+        squared = torch.zeros((), dtype=torch.float64, device=self.m2.device)
+        for start in range(0, batch_update.numel(), _WELFORD_CHUNK):  # chunks: scratch stays small
+            stop = start + _WELFORD_CHUNK
+            deviation = batch_update[start:stop] - self.mean_update[start:stop]
+            self.mean_update[start:stop].add_(deviation, alpha=1.0 / b)
+            squared += torch.dot(deviation, deviation).double()
+        self.m2 += (1.0 - 1.0 / b) * squared
+        projection = raw_inner * self._inverse_raw_norm
+        projection_deviation = projection - self.mean_projection
+        self.mean_projection += projection_deviation / b
+        self.m2_projection += (1.0 - 1.0 / b) * projection_deviation.square()
+        self.positive += (raw_inner * self.scale > 0).double()
 
     def estimates(self) -> dict[str, Tensor]:
-        """The estimates from the running sums: with S = Σ‖G_b‖², Σ‖G_b − g_i‖² = S − 2Σ⟨G_b, g_i⟩ + B‖g_i‖²,
-        Σ‖r_b‖² = S − Σ⟨G_b, u_i⟩² and Σ‖r_b − r̄‖² = Σ‖r_b‖² − B‖r̄‖²."""
+        """The estimates from the running statistics. With M2 = Σ‖G_b − Ḡ‖²: s² = M2/(B − 1);
+        Σ‖G_b − s_i g_i‖² = M2 + B‖Ḡ − s_i g_i‖²; for the residuals r_b = G_b − p_b u_i (u_i = g_i/‖g_i‖),
+        Σ‖r_b − r̄‖² = M2 − Σ(p_b − p̄)² and Σ‖r_b‖² = Σ‖r_b − r̄‖² + B‖r̄‖² with ‖r̄‖² = ‖Ḡ‖² − p̄²."""
         B = self.batches
         if B < 2:
             raise ValueError(f"auto-weighting needs at least 2 target batches per round, got {B}")
-        mean = self.sum_updates / B
+        mean = self.mean_update
         mean_norm2 = torch.dot(mean, mean).double()
         raw_mean_inner = (self.sources @ mean).double()
-        s2 = ((self.sum_norm2 - B * mean_norm2) / (B - 1)).clamp_min(0.0)
-        distance2 = self.sum_norm2 - 2 * self.sum_inner + B * self.source_norm2
-        residual2 = self.sum_norm2 - self.sum_projection2
-        residual_mean2 = mean_norm2 - raw_mean_inner.square() * self._inverse_raw_norm2
+        s2 = self.m2 / (B - 1)
+        scaled_mean_distance2 = (mean_norm2 - 2 * self.scale * raw_mean_inner + self.source_norm2).clamp_min(0.0)
+        distance2 = self.m2 + B * scaled_mean_distance2
+        residual_mean2 = (mean_norm2 - self.mean_projection.square()).clamp_min(0.0)
+        residual_spread = (self.m2 - self.m2_projection).clamp_min(0.0)
+        residual2 = residual_spread + B * residual_mean2
         delta = self.positive / B
         return {
             "batches": torch.tensor(B),
             "sigma2": s2 / B,
             "d2": (distance2 / B - s2).clamp_min(0.0),
-            "tau2d2": (residual2 / B - (residual2 - B * residual_mean2) / (B - 1)).clamp_min(0.0),
+            "tau2d2": (residual2 / B - residual_spread / (B - 1)).clamp_min(0.0),
             "delta": delta,
             "delta_prime": 1 - (1 - delta) / B,
             "target_mean_norm2": mean_norm2,
