@@ -12,8 +12,12 @@ def test_resnet18_layer_sizes_scale():
 
 
 def test_aggregation_rows_columns():
-    rows = bench.aggregation_rows([2], [5_000], torch.device("cpu"), repeats=1, batches=3)
-    assert rows[0]["N"] == 2 and rows[0]["m"] == 5_000 and rows[0]["fedgp_ratio"] > 0
+    rows = bench.aggregation_rows([2, 3], [5_000], torch.device("cpu"), repeats=1, batches=3)
+    for row, count in zip(rows, (2, 3)):
+        # the floor reads the N source updates and the target update once, in float32, over 62 layers
+        assert (row["N"], row["m"], row["layers"]) == (count, 5_000, 62)
+        assert row["floor_bytes"] == (count + 1) * 5_000 * 4
+        assert abs(row["floor_GBps"] * row["floor_s"] * 1e9 - row["floor_bytes"]) < 1e-3 * row["floor_bytes"]
 
 
 def test_memory_probe_streaming_stays_small():

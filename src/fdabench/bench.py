@@ -72,6 +72,7 @@ def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, 
                 return statistics.result("fedgp")
 
             streamed = _time(streaming, device, repeats)
+            bytes_read = sources.element_size() * sources.numel() + target.element_size() * target.numel()
             rows.append(
                 {
                     "device": device.type,
@@ -79,7 +80,8 @@ def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, 
                     "m": m,
                     "layers": len(layer_sizes),
                     "floor_s": floor,
-                    "floor_GBps": (count + 1) * m * 4 / floor / 1e9,
+                    "floor_bytes": bytes_read,
+                    "floor_GBps": bytes_read / floor / 1e9,
                     "fedgp_s": projection,
                     "fedgp_ratio": projection / floor,
                     "fedgp_cosine_s": cosine,
