@@ -142,3 +142,29 @@ def test_delta_error_closed_forms():
     assert delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=1.0, target_norm2=9.0) == pytest.approx(0.25 * sigma2 + 0.25 * tau2d2)
     filtered = delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=0.0, target_norm2=9.0)
     assert filtered == pytest.approx(0.25 * sigma2 + 0.25 * 9.0)
+
+
+@pytest.mark.parametrize("true_beta", [0.2, 0.8])
+def test_streaming_beta_recovers_planted_sigma2_and_d2(true_beta):
+    """A round whose σ² and d² are known: B batch updates g_T + noise (σ² = m τ² / B, the variance of their
+    mean) and two sources at distance d from g_T, one shifted orthogonally to g_T (τ²d² ≈ d²) and one along
+    it (τ²d² = 0). β_FedDA must come out near σ²/(σ² + d²) for both; β_FedGP near it for the first and near
+    1 for the second. A constant β, or a rule that ignored σ² or d², fails for one of the planted values."""
+    generator = torch.Generator().manual_seed(1)
+    B, m, tau = 16, 200_000, 0.1
+    sigma2 = m * tau**2 / B
+    d2 = sigma2 * (1 - true_beta) / true_beta
+    g_target = torch.randn(m, generator=generator)
+    direction = torch.randn(m, generator=generator)
+    direction -= (direction @ g_target) / (g_target @ g_target) * g_target  # orthogonal to g_T
+    shifted = g_target + direction * (d2**0.5 / direction.norm())
+    along = g_target * (1 + d2**0.5 / g_target.norm())  # the same distance, along g_T: τ²d² = 0
+    streaming = StreamingAutoWeights(torch.stack([shifted, along]))
+    for _ in range(B):
+        streaming.add(g_target + tau * torch.randn(m, generator=generator))
+    fedda_betas, estimates = streaming.result("fedda")
+    assert torch.allclose(estimates["sigma2"], torch.tensor(sigma2, dtype=torch.float64), rtol=0.05)
+    assert torch.allclose(estimates["d2"], torch.tensor([d2, d2], dtype=torch.float64), rtol=0.1)
+    assert torch.allclose(fedda_betas, torch.tensor([true_beta] * 2, dtype=torch.float64), atol=0.05)
+    fedgp_betas, _ = streaming.result("fedgp")
+    assert fedgp_betas[1] > 0.95 and abs(fedgp_betas[0] - true_beta) < 0.05
