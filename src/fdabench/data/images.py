@@ -317,7 +317,7 @@ def write_stand_in(dataset: str, directory: str | Path, per_domain: int = 60, se
             level = 60 + 100 * label + 10 * domain_index
             pixels = np.clip(rng.normal(level, 30, size=(16, 16)), 0, 255).astype(np.uint8)
             relative = f"{domain}/{k:04d}.png"
-            Image.fromarray(pixels, mode="L").save(root / "images" / relative)
+            Image.fromarray(pixels).save(root / "images" / relative)  # 2-D uint8: grey scale
             row = {"path": relative, options["domain_column"]: domain, options["label_column"]: label}
             for name in options["auxiliary"]:
                 allowed = options["auxiliary_values"][name]
