@@ -36,22 +36,21 @@ _REVIEW_TEXT = re.compile(r"<review_text>\s*(.*?)\s*</review_text>", re.S)
 
 def read_reviews(archive_path) -> dict[str, tuple[list[str], np.ndarray]]:
     """{domain: (review texts, labels)} from the archive, negatives first, in file order."""
-    wanted = {f"amazon_reviews_mds/{domain}/{name}": (domain, label) for domain in DOMAINS for name, label in LABEL_FILES}
-    found: dict[str, tuple[str, int, list[str]]] = {}
+    wanted = {f"amazon_reviews_mds/{domain}/{name}" for domain in DOMAINS for name, _ in LABEL_FILES}
+    found: dict[str, list[str]] = {}
     with tarfile.open(archive_path, "r:xz") as archive:
         for member in archive.getmembers():
             if member.name in wanted:
-                handle = archive.extractfile(member)
-                text = handle.read().decode("latin-1")  # the release is not valid UTF-8 throughout
-                found[member.name] = (*wanted[member.name], _REVIEW_TEXT.findall(text))
-    missing = sorted(set(wanted) - set(found))
+                text = archive.extractfile(member).read().decode("latin-1")  # not valid UTF-8 throughout
+                found[member.name] = _REVIEW_TEXT.findall(text)
+    missing = sorted(wanted - set(found))
     if missing:
         raise ValueError(f"{archive_path}: the archive lacks {', '.join(missing)}")
     reviews: dict[str, tuple[list[str], np.ndarray]] = {}
     for domain in DOMAINS:
         texts, labels = [], []
         for name, label in LABEL_FILES:
-            _, _, documents = found[f"amazon_reviews_mds/{domain}/{name}"]
+            documents = found[f"amazon_reviews_mds/{domain}/{name}"]
             if not documents:
                 raise ValueError(f"{archive_path}: no <review_text> in {domain}/{name}")
             texts += documents

@@ -58,7 +58,6 @@ class FashionMNIST(DatasetSource):
         return _torchvision_grey(self, "FashionMNIST", raw_root, options)
 
 
-
 @DATASETS.register("mnist")
 class MNIST(DatasetSource):
     """MNIST's 60,000 training and 10,000 test images as the domains `train` and `test`.

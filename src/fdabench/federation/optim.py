@@ -79,13 +79,13 @@ class Adam(LocalOptimizer):
             denominator = v.sqrt().div_(math.sqrt(1 - self.beta2 ** self.steps[i])).add_(self.eps)
             param.addcdiv_(m, denominator, value=-self.lr / (1 - self.beta1 ** self.steps[i]))
 
-
     def _fused(self, params, grads, exp_avg, exp_avg_sq, step_count: int) -> bool:
         """One fused kernel call for every parameter (float32/float64 on one device); False where unsupported."""
         fused = getattr(torch, "_fused_adam_", None)
         if fused is None or len({(p.device, p.dtype) for p in params}) != 1 or params[0].dtype not in (torch.float32, torch.float64):
             return False
-        steps = [torch.tensor(float(step_count), device=params[0].device) for _ in params]
+        step = torch.tensor(float(step_count), device=params[0].device)  # read, never written, by the kernel
+        steps = [step] * len(params)
         try:
             fused(params, grads, exp_avg, exp_avg_sq, [], steps, lr=self.lr, beta1=self.beta1, beta2=self.beta2,
                   weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)  # grads already carry the L2 term

@@ -95,9 +95,9 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     Partition transforms: `standardize` imputes missing inputs with the median and scales them to zero mean
     and unit variance, statistics from the sources and the target's labelled samples (never the target's
     unlabelled inputs, which only methods marked † may read, nor its test split). `target_noise`
-    {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of standard deviation s (no clamping) to the target's inputs — labelled, unlabelled and test — drawn once
-    per sample from the partition seed ("fixed", reproducible) or afresh at every read ("redraw", as the
-    published code; still seeded). Datasets whose features are fitted per target (Amazon's vocabulary, on
+    {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of standard deviation s (no clamping) to the
+    target's inputs — labelled, unlabelled and test — drawn once per sample from the partition seed
+    ("fixed", reproducible) or afresh at every read ("redraw", as the published code; still seeded). Datasets whose features are fitted per target (Amazon's vocabulary, on
     the sources' text) list each target's columns in `meta["target_feature_columns"]`; only those are kept.
     """
     if partition.dataset != prepared.name:
