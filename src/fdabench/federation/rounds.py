@@ -23,7 +23,8 @@ from fdabench.federation.client import LocalSettings, evaluate, loss_function, t
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import Aggregate, RoundInputs, RoundLoopMethod, TargetContext
+from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules, TargetContext
+from fdabench.federation.records import primary_metric, round_record
 from fdabench.models import build_model
 
 RoundCallback = Callable[[dict[str, Any], int], None]
@@ -52,7 +53,7 @@ def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSetting
 
 
 def run_rounds(
-    method: RoundLoopMethod,
+    method: RoundRules,
     problem: FederatedProblem,
     settings: TrainSettings,
     seed: int,
@@ -69,7 +70,7 @@ def run_rounds(
     space = ParameterSpace(model)
     global_params = space.get()
     loss_fn = loss_function(problem.task)
-    metric = "accuracy" if problem.task == "classification" else "mse"
+    metric = primary_metric(problem.task)
 
     sources = problem.sources if method.sources_train else []
     if method.target_split == "labelled":
@@ -140,15 +141,7 @@ def run_rounds(
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, source_counts))
 
         metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
-        record = {
-            "round": round_index,
-            "phase": phase,
-            **metrics,
-            "bytes_uplink": uplink,
-            "bytes_downlink": downlink,
-            "seconds": time.perf_counter() - started,
-        }
-        record.update(aggregate.log)
+        record = round_record(round_index, phase, metrics, uplink, downlink, started, **aggregate.log)
         records.append(record)
         if on_round is not None:
             on_round(record, total_rounds)

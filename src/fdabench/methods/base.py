@@ -8,7 +8,6 @@ train and how the server aggregates. Families with a different protocol subclass
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import torch
@@ -16,46 +15,12 @@ from torch import Tensor
 
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.protocol import Aggregate, RoundInputs, TargetContext
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.registry import Registry
 
-
-@dataclass
-class RoundInputs:
-    """Everything the server holds when it aggregates one round (flat updates)."""
-
-    round_index: int
-    global_params: Tensor
-    layer_sizes: tuple[int, ...]
-    settings: TrainSettings
-    layer_names: tuple[str, ...] = ()
-    source_updates: Tensor | None = None  # (N, m)
-    source_counts: Tensor | None = None  # (N,) samples per source
-    source_steps: Tensor | None = None  # (N,) local optimiser steps per source
-    target_update: Tensor | None = None  # (m,)
-    target_count: int = 0
-    target_steps: int = 0
-    target_statistics: Any = None  # what the method's target observer accumulated
-    source_names: tuple[str, ...] = ()
-
-
-@dataclass
-class TargetContext:
-    """What the target holds when it is about to train in an FDA round (for the method's observer)."""
-
-    inputs: RoundInputs
-    space: Any  # ParameterSpace of the shared model (parameters are at `inputs.global_params`)
-    data: Any  # ClientData the target trains on
-    loss_fn: Callable[[Tensor, Tensor], Tensor]
-    seed: int
-
-
-@dataclass
-class Aggregate:
-    """The server's step (added to the global parameters) and what to log for this round."""
-
-    delta: Tensor
-    log: dict[str, Any] = field(default_factory=dict)
+__all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "TargetContext", "get_method"]
 
 
 class Method(ABC):
@@ -112,8 +77,6 @@ class RoundLoopMethod(Method):
     target_receives_source_updates: ClassVar[bool] = False
 
     def run(self, problem, settings, seed, device, on_round=None):
-        from fdabench.federation.rounds import run_rounds
-
         return run_rounds(self, problem, settings, seed, device, on_round)
 
     def fda_settings(self, settings: TrainSettings) -> TrainSettings:

@@ -34,8 +34,11 @@ from torch import Tensor
 from fdabench.dictionary import barycentre, project_simplex, wasserstein_cost
 from fdabench.federation.optim import Adam
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.records import round_record
+from fdabench.federation.rounds import build_cell_model, run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Method
+from fdabench.methods.baselines import SourceOnly
 
 FLOAT_BYTES = 4  # atoms travel as float32
 LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewhere (softmax ≈ 0.94 with 10 classes)
@@ -251,21 +254,16 @@ class FedDaDiL(Method):
             probabilities = self.classify(atoms, target.alpha, test_x, seed * 1_000_003 + dictionary_round)
             metrics = _accuracy_and_loss(probabilities, test_y)
             uplink = [m.nbytes for m in messages]
-            record = {
-                "round": encoder_rounds + dictionary_round,
-                "phase": "dictionary",
-                "accuracy": metrics["accuracy"],
-                "loss": metrics["loss"],
-                "bytes_uplink": sum(uplink),
-                "bytes_downlink": len(clients) * atoms.nbytes,
-                "seconds": time.perf_counter() - started,
-                "objective": sum(objectives) / len(objectives),
-                "objective_per_client": objectives,
-                "bytes_uplink_per_client": uplink,
-                "clients": [c.name for c in clients],
-                "alpha_target": target.alpha.tolist(),
-                "encoder": encoder_kind,
-            }
+            record = round_record(
+                encoder_rounds + dictionary_round, "dictionary", {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
+                sum(uplink), len(clients) * atoms.nbytes, started,
+                objective=sum(objectives) / len(objectives),
+                objective_per_client=objectives,
+                bytes_uplink_per_client=uplink,
+                clients=[c.name for c in clients],
+                alpha_target=target.alpha.tolist(),
+                encoder=encoder_kind,
+            )
             records.append(record)
             if on_round is not None:
                 on_round(record, total_rounds)
@@ -286,9 +284,6 @@ class FedDaDiL(Method):
     def _train_encoder(self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round) -> Callable[[Tensor], Tensor]:
         """Stage 1: FedAvg over the sources for `encoder_rounds` rounds (the `source_only` method with the
         cell's settings); its records are logged with phase "encoder"; returns the trained body."""
-        from fdabench.federation.rounds import build_cell_model, run_rounds
-        from fdabench.methods.baselines import SourceOnly
-
         model = build_cell_model(problem, settings, seed, device)  # the same initial weights as source_only
 
         def forward(record: dict[str, Any], _total: int) -> None:

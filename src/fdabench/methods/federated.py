@@ -11,6 +11,8 @@ from fdabench.aggregation import fedavg
 from fdabench.federation.client import LocalSettings, Proximal, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
+from fdabench.federation.records import round_record
+from fdabench.federation.rounds import build_cell_model, client_generator, local_settings, run_rounds
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 
@@ -59,8 +61,6 @@ class FinetuneOffline(Method):
         return settings.rounds * settings.target_local_epochs if epochs is None else epochs
 
     def run(self, problem, settings, seed, device, on_round=None):
-        from fdabench.federation.rounds import build_cell_model, client_generator, local_settings, run_rounds
-
         epochs = self.finetune_epochs(settings)
         total_rounds = settings.rounds + epochs
         progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))
@@ -85,15 +85,7 @@ class FinetuneOffline(Method):
             params = params + train_locally(space, params, data, one_epoch, loss_fn, generator).update
             space.set(params)
             metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
-            record = {
-                "round": settings.rounds + epoch,
-                "phase": "finetune",
-                metric: metrics[metric],
-                "loss": metrics["loss"],
-                "bytes_uplink": 0,
-                "bytes_downlink": 0,
-                "seconds": time.perf_counter() - started,
-            }
+            record = round_record(settings.rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started)
             history["rounds"].append(record)
             if progress is not None:
                 progress(record, total_rounds)

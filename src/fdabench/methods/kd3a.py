@@ -26,6 +26,8 @@ from torch import Tensor
 
 from fdabench.federation.client import LocalSettings, batch_indices, evaluate, loss_function, make_optimizer, train_locally
 from fdabench.federation.parameters import ParameterSpace, average_buffers
+from fdabench.federation.records import round_record
+from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
 from fdabench.methods.base import METHODS, Method
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
@@ -137,7 +139,6 @@ class KD3A(Method):
     default_hparams = {"gate_start": 0.8, "gate_end": 0.95, "mixup_alpha": 0.2, "consensus_focus": True}
 
     def run(self, problem, settings, seed, device, on_round=None):
-        from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
 
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")
@@ -191,22 +192,18 @@ class KD3A(Method):
                 space.set_buffers(average_buffers(buffer_states, weights.to(device)))
             metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
             pseudo_correct = int((knowledge[kept].argmax(dim=1) == hidden_labels[kept]).sum())
-            record = {
-                "round": round_index,
-                "phase": "fda",
-                "accuracy": metrics["accuracy"],
-                "loss": metrics["loss"],
-                # global model to every client, the source models forwarded to the target; models and
-                # counts up, and the target's domain weights
-                "bytes_uplink": (len(sources) + 1) * (model_bytes + COUNT_BYTES) + (len(sources) + 1) * WEIGHT_BYTES,
-                "bytes_downlink": (len(sources) + 1) * model_bytes + len(sources) * model_bytes,
-                "seconds": time.perf_counter() - started,
-                "confidence_gate": gate,
-                "knowledge_fraction": target_count / len(unlabelled),
-                "knowledge_accuracy": pseudo_correct / target_count if target_count else None,  # diagnostic: hidden labels, never trained on
-                "consensus_focus": focus.tolist(),
-                "domain_weights": weights.tolist(),
-            }
+            # global model to every client, the source models forwarded to the target; models and counts
+            # up, and the target's domain weights
+            uplink = (len(sources) + 1) * (model_bytes + COUNT_BYTES) + (len(sources) + 1) * WEIGHT_BYTES
+            downlink = (len(sources) + 1) * model_bytes + len(sources) * model_bytes
+            record = round_record(
+                round_index, "fda", {"accuracy": metrics["accuracy"], "loss": metrics["loss"]}, uplink, downlink, started,
+                confidence_gate=gate,
+                knowledge_fraction=target_count / len(unlabelled),
+                knowledge_accuracy=pseudo_correct / target_count if target_count else None,  # diagnostic: hidden labels, never trained on
+                consensus_focus=focus.tolist(),
+                domain_weights=weights.tolist(),
+            )
             records.append(record)
             if on_round is not None:
                 on_round(record, settings.rounds)

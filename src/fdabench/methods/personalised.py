@@ -26,6 +26,8 @@ from fdabench.aggregation import fedavg
 from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, loss_function, make_optimizer, steps_per_epoch, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.records import primary_metric, round_record
+from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
 from fdabench.methods.base import METHODS, Method
 
 
@@ -53,8 +55,6 @@ class PersonalisedMethod(Method):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
     def run(self, problem, settings, seed, device, on_round=None):
-        from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
-
         model = build_cell_model(problem, settings, seed, device)
         space = ParameterSpace(model)
         if space.buffers:
@@ -70,7 +70,7 @@ class PersonalisedMethod(Method):
             loss_function(problem.task),
         )
         counts = torch.tensor([len(client) for client in clients], dtype=torch.float32, device=device)
-        metric = "accuracy" if problem.task == "classification" else "mse"
+        metric = primary_metric(problem.task)
         global_params = space.get()
         self.start(federation, global_params)
         shared_bytes = self.shared_bytes(federation)
@@ -83,17 +83,10 @@ class PersonalisedMethod(Method):
             space.set(global_params)
             global_metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
             metrics = self.evaluate_target(federation, global_params, problem, settings.eval_batch_size)
-            record = {
-                "round": round_index,
-                "phase": "fda",
-                metric: metrics[metric],
-                "loss": metrics["loss"],
-                f"global_{metric}": global_metrics[metric],
-                "global_loss": global_metrics["loss"],
-                "bytes_uplink": len(clients) * (shared_bytes + COUNT_BYTES),
-                "bytes_downlink": len(clients) * shared_bytes,
-                "seconds": time.perf_counter() - started,
-            }
+            target_metrics = {metric: metrics[metric], "loss": metrics["loss"],
+                              f"global_{metric}": global_metrics[metric], "global_loss": global_metrics["loss"]}
+            uplink, downlink = len(clients) * (shared_bytes + COUNT_BYTES), len(clients) * shared_bytes
+            record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
             records.append(record)
             if on_round is not None:
                 on_round(record, settings.rounds)

@@ -1,0 +1,78 @@
+"""What the FDA round loop and a method's aggregation rule exchange (Algorithm 1): the server's inputs of a
+round, the target's context before it trains, the server's step, and the rules the loop asks a method for.
+The loop (`federation.rounds`) is written against `RoundRules`; `methods.base.RoundLoopMethod` implements it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+from torch import Tensor
+
+from fdabench.federation.client import Proximal, StepObserver
+from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.settings import TrainSettings
+
+
+@dataclass
+class RoundInputs:
+    """Everything the server holds when it aggregates one round (flat updates)."""
+
+    round_index: int
+    global_params: Tensor
+    layer_sizes: tuple[int, ...]
+    settings: TrainSettings
+    layer_names: tuple[str, ...] = ()
+    source_updates: Tensor | None = None  # (N, m)
+    source_counts: Tensor | None = None  # (N,) samples per source
+    source_steps: Tensor | None = None  # (N,) local optimiser steps per source
+    target_update: Tensor | None = None  # (m,)
+    target_count: int = 0
+    target_steps: int = 0
+    target_statistics: Any = None  # what the method's target observer accumulated
+    source_names: tuple[str, ...] = ()
+
+
+@dataclass
+class TargetContext:
+    """What the target holds when it is about to train in an FDA round (for the method's observer)."""
+
+    inputs: RoundInputs
+    space: Any  # ParameterSpace of the shared model (parameters are at `inputs.global_params`)
+    data: Any  # ClientData the target trains on
+    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    seed: int
+
+
+@dataclass
+class Aggregate:
+    """The server's step (added to the global parameters) and what to log for this round."""
+
+    delta: Tensor
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+class RoundRules(Protocol):
+    """What the round loop asks of a method (see `methods.base.RoundLoopMethod` for the meaning of each)."""
+
+    name: str
+    sources_train: bool
+    sources_train_after_warmup: bool
+    target_split: str | None
+    warmup: bool
+    target_receives_source_updates: bool
+
+    def fda_settings(self, settings: TrainSettings) -> TrainSettings: ...
+
+    def prepare_model(self, model: torch.nn.Module, problem: FederatedProblem) -> torch.nn.Module: ...
+
+    def source_batch_loss(self, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Callable | None: ...
+
+    def target_start(self, inputs: RoundInputs) -> Tensor: ...
+
+    def local_proximal(self) -> Proximal | None: ...
+
+    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]: ...
+
+    def aggregate(self, inputs: RoundInputs) -> Aggregate: ...
