@@ -5,7 +5,8 @@ import pytest
 from fdabench.data import get_partitioner
 from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
-from fdabench.theory import initial_quantities, plot_theory, theory_frame, theory_markdown
+from fdabench.report.theory import plot_theory, theory_frame, theory_markdown
+from fdabench.theory import initial_quantities
 
 SETTINGS = TrainSettings.from_dict(
     {"model": "sigmoid_mlp", "model_options": {"hidden": 20}, "rounds": 3, "warmup_rounds": 0, "local_epochs": 1,

@@ -218,6 +218,33 @@ def memory_rows(count: int, m: int, batches: int) -> list[dict[str, Any]]:
     return rows
 
 
+AGGREGATION_COLUMNS = ["device", "N", "m", "floor_s", "floor_GBps", "fedgp_s", "fedgp_ratio", "fedgp_cosine_s",
+                       "auto_streaming_s", "auto_streaming_per_batch_ratio"]
+
+
+def aggregation_frame(counts: list[int], sizes: list[int], devices: list[str], repeats: int, batches: int):
+    """The aggregation benchmark on every device, as the table `fdabench bench aggregation` prints."""
+    import pandas as pd
+
+    rows = []
+    for device in devices:
+        rows += aggregation_rows(counts, sizes, torch.device(device), repeats, batches)
+    return pd.DataFrame(rows)[AGGREGATION_COLUMNS]
+
+
+def memory_frame(count: int, m: int, batches: int):
+    """The memory probes with the bounds they are read against: the (N + 3)·m float budget, the stored B x m
+    matrix, and each measure plus the N source updates it excludes."""
+    import pandas as pd
+
+    frame = pd.DataFrame(memory_rows(count, m, batches))
+    frame["budget_(N+3)m4"] = (frame["N"] + 3) * frame["m"] * 4
+    frame["stored_matrix_Bm4"] = frame["B"] * frame["m"] * 4
+    frame["live_plus_sources"] = frame["live_tensor_bytes"] + frame["N"] * frame["m"] * 4
+    frame["extra_plus_sources"] = frame["extra_bytes"] + frame["N"] * frame["m"] * 4
+    return frame
+
+
 if __name__ == "__main__":
     mode, count, m, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     print(json.dumps(memory_probe(mode, count, m, batches)))

@@ -1,10 +1,12 @@
-"""`fdabench` command line: the entry points the Snakemake rules call (imports are deferred so that
-data jobs never load torch and every `--help` answers at once)."""
+"""`fdabench` command line: the entry points the Snakemake rules call. Each command parses its arguments,
+calls the library and writes what it returns (library imports are deferred so that data jobs never load
+torch and every `--help` answers at once)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,17 +71,13 @@ def cmd_stand_in(args: argparse.Namespace) -> int:
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
-    from fdabench.data.raw import RawDataMissing, acquire, verify_acquired
+    from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE, RawDataMissing, acquire, verify_acquired
 
     try:
         if args.verify:
             verify_acquired(args.raw, args.root)
             print(f"{args.root}/{args.raw}: content unchanged since acquisition")
         else:
-            import os
-
-            from fdabench.config import MIRROR_ENVIRONMENT_VARIABLE
-
             mirror = args.mirror or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE)
             path = acquire(args.raw, args.root, mirror=mirror, download=args.download)
             print(f"{args.raw}: verified -> {path}")
@@ -90,14 +88,13 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from fdabench.config.resolve import partition_options
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner
     from fdabench.io import write_json_atomic
 
-    from fdabench.config import resolve_partition_options
-
     prepared = PreparedDataset.load(args.prepared)
     partitioner = args.partitioner or get_dataset(prepared.name).partitioner
-    options = resolve_partition_options(prepared.name, partitioner, args.options or {})
+    options = partition_options(prepared.name, partitioner, args.options or {})
     partition = get_partitioner(partitioner).split(prepared, args.target, args.seed, options)
     payload = partition.to_json(prepared)
     write_json_atomic(args.output, payload)
@@ -106,69 +103,19 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_device(name: str):
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("device: cuda was requested but CUDA is not available")
-    return torch.device(name)
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    import os
+    from fdabench.io import write_json_atomic
+    from fdabench.runner import CellInputError, run_cell
 
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
-    import platform
-
-    import torch
-
-    from fdabench import __version__
-    from fdabench.cells import summarise
-    from fdabench.data import Partition, PreparedDataset
-    from fdabench.federation.problem import build_problem
-    from fdabench.federation.settings import TrainSettings
-    from fdabench.io import read_json, write_json_atomic
-    from fdabench.methods import get_method
-
-    started = time.perf_counter()
     config = args.cell
-    torch.set_num_threads(args.threads)
-    device = resolve_device(args.device or config.get("device", "auto"))
-    if device.type == "cuda":
-        # CPU kernels are deterministic already; this call imports torch's compiler stack (~3 s), so
-        # it is made only where it matters.
-        torch.use_deterministic_algorithms(True)
-    partition_payload = read_json(args.partition)
-    prepared = PreparedDataset.load(args.prepared)
-    partition = Partition.from_json(partition_payload)
-    if (partition.target, partition.seed) != (config["target"], config["seed"]):
-        raise SystemExit(f"partition {args.partition} is for target {partition.target} seed {partition.seed}, not this cell")
-    problem = build_problem(prepared, partition, device)
-    settings = TrainSettings.from_dict(config["train"])
-    method = get_method(config["algorithm"], config["hparams"])
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
-    with _RoundProgress(label) as on_round:
-        train_started, train_cpu_started = time.perf_counter(), time.process_time()
-        history = method.run(problem, settings, config["seed"], device, on_round=on_round)
-        train_seconds = time.perf_counter() - train_started
-        train_cpu_seconds = time.process_time() - train_cpu_started
-    result = summarise(config, history, settings.final_rounds)
-    result.update(
-        {
-            "wall_seconds": time.perf_counter() - started,
-            "train_seconds": train_seconds,
-            "train_cpu_seconds": train_cpu_seconds,
-            "device": str(device),
-            "threads": args.threads,
-            "partition_hash": partition_payload["content_hash"],
-            "uses_unlabelled_target": method.uses_unlabelled_target,
-            "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
-        }
-    )
+    try:
+        with _RoundProgress(label) as on_round:
+            result = run_cell(config, args.prepared, args.partition, args.threads, args.device, on_round=on_round)
+    except CellInputError as error:
+        raise SystemExit(str(error)) from None
     write_json_atomic(args.output, result)
-    print(f"{label}: final {result['metric']} {result['final']:.4f} ({train_seconds:.1f}s training) -> {args.output}")
+    print(f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> {args.output}")
     return 0
 
 
@@ -243,28 +190,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
-    from fdabench.data import Partition, PreparedDataset
-    from fdabench.federation.problem import build_problem
-    from fdabench.federation.settings import TrainSettings
-    from fdabench.io import read_json, write_json_atomic
-    from fdabench.theory import initial_quantities
+    from fdabench.io import write_json_atomic
+    from fdabench.runner import run_theory_init
 
-    import torch
-
-    torch.set_num_threads(args.threads)
-    config = args.cell
-    partition = Partition.from_json(read_json(args.partition))
-    problem = build_problem(PreparedDataset.load(args.prepared), partition, resolve_device(config.get("device", "auto")))
-    quantities = initial_quantities(problem, TrainSettings.from_dict(config["train"]), config["seed"], args.beta, args.draws)
-    write_json_atomic(args.output, {"target": config["target"], "seed": config["seed"], "experiment": config["experiment"], **quantities})
-    print(f"{config['target']} seed {config['seed']}: d2 {quantities['d2']:.4g} sigma2 {quantities['sigma2']:.4g} -> predicted {quantities['predicted_winner']}")
+    record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
+    write_json_atomic(args.output, record)
+    print(f"{record['target']} seed {record['seed']}: d2 {record['d2']:.4g} sigma2 {record['sigma2']:.4g} -> predicted {record['predicted_winner']}")
     return 0
 
 
 def cmd_theory_report(args: argparse.Namespace) -> int:
     from fdabench.cells import read_cell
     from fdabench.io import read_json, write_text_atomic
-    from fdabench.theory import plot_theory, theory_frame, theory_markdown
+    from fdabench.report.theory import plot_theory, theory_frame, theory_markdown
 
     frame = theory_frame([read_json(p) for p in args.initial], [read_cell(p) for p in args.cells], args.roles)
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
@@ -275,32 +213,28 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from fdabench import bench
+    from fdabench.io import write_text_atomic
 
     if args.what == "aggregation":
         import torch
 
-        torch.set_num_threads(args.threads) if args.threads else None
+        if args.threads:
+            torch.set_num_threads(args.threads)
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
-        rows = []
-        for device in devices:
-            rows += bench.aggregation_rows(args.sources, args.sizes, torch.device(device), args.repeats, args.batches)
-        frame = pd.DataFrame(rows)
-        columns = ["device", "N", "m", "floor_s", "floor_GBps", "fedgp_s", "fedgp_ratio", "fedgp_cosine_s", "auto_streaming_s", "auto_streaming_per_batch_ratio"]
+        frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats, args.batches)
     else:
-        frame = pd.DataFrame(bench.memory_rows(args.sources[0], args.sizes[0], args.batches))
-        frame["budget_(N+3)m4"] = (frame["N"] + 3) * frame["m"] * 4
-        frame["stored_matrix_Bm4"] = frame["B"] * frame["m"] * 4
-        frame["live_plus_sources"] = frame["live_tensor_bytes"] + frame["N"] * frame["m"] * 4
-        frame["extra_plus_sources"] = frame["extra_bytes"] + frame["N"] * frame["m"] * 4
-        columns = list(frame.columns)
-    print(frame[columns].to_markdown(index=False, floatfmt=".4g"))
+        frame = bench.memory_frame(args.sources[0], args.sizes[0], args.batches)
+    print(frame.to_markdown(index=False, floatfmt=".4g"))
     if args.output:
-        from fdabench.io import write_text_atomic
-
         write_text_atomic(args.output, frame.to_csv(index=False))
+    return 0
+
+
+def cmd_forkserver(args: argparse.Namespace) -> int:
+    from fdabench import forkserver
+
+    forkserver.serve(args.socket, handler=main)
     return 0
 
 
@@ -393,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="also write the table as CSV")
     p.set_defaults(handler=cmd_bench)
 
+    p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.forkserver)
+    p.add_argument("socket")
+    p.set_defaults(handler=cmd_forkserver)
+
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")
     p = theory_sub.add_parser("init", help="d², σ², τ²d² and the rules' Delta errors at a cell's initial parameters")
@@ -417,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from fdabench.config import ParamsError
+    from fdabench.errors import ParamsError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)

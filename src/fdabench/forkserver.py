@@ -1,46 +1,61 @@
 """A per-user fork server for training jobs: torch is imported once, each job runs in a fresh fork.
 
-Every training cell is its own Snakemake job, and importing torch costs about 3 s of CPU per process,
-more than a demo cell's training. `fdabench train` therefore hands its command line, working directory,
-environment and stdout/stderr file descriptors to a server process that has already imported torch and
-fdabench; the server forks one child per job, the child runs the command exactly as the CLI would and
-reports its exit status. Jobs stay isolated processes and results are identical to running in-process.
+Every training cell is its own Snakemake job. A fresh process spends about 3 s of CPU importing torch and
+fdabench and 1.7 s more on torch.optim's first optimiser (it imports torch's compiler stack): more than a
+demo cell's training. `fdabench train` therefore hands its command line, working directory, environment and
+stdout/stderr file descriptors to a server process that has paid these costs once; the server forks one
+child per job, the child runs the command exactly as the CLI would and reports its exit status. Jobs stay
+isolated processes and results are identical to running in-process (a test checks it).
 
-* The server is keyed by the Python executable and the versions and files of fdabench and torch: any
-  code change starts a new server. It listens on a Unix socket in a private (0700) directory and exits
-  after FDABENCH_FORKSERVER_IDLE seconds (default 120) without a new job.
+* Messages use `multiprocessing.connection` over a Unix socket in a private (0700) directory; the stdout
+  and stderr descriptors travel with `multiprocessing.reduction.sendfds`.
+* The server is keyed by the Python executable, fdabench's files and every installed distribution (name
+  and version): any code change or package upgrade starts a new server. It exits after
+  FDABENCH_FORKSERVER_IDLE seconds (default 120) without a new job.
 * The server never runs a torch operation and never initialises CUDA, so forked children may.
-* A client that is interrupted (e.g. Snakemake cancels the job) kills its child.
-* FDABENCH_FORKSERVER=0 disables it; if the server cannot be reached the command runs in-process.
+* A client that is interrupted (e.g. Snakemake cancels the job) kills its child; a client killed with
+  SIGKILL closes the connection, and the child ends itself.
+* Off where a scheduler runs the jobs (SLURM, Kubernetes, PBS, LSF: each job may land on another node, and
+  a server would outlive its allocation) and with FDABENCH_FORKSERVER=0; if the server cannot be reached
+  the command runs in-process.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
+import importlib
 import os
 import signal
 import socket
-import threading
-import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from multiprocessing.connection import Client, Connection
+from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
 IN_CHILD_VARIABLE = "FDABENCH_FORKSERVER_CHILD"
-PRELOAD = ("torch", "numpy", "ot", "fdabench.methods", "fdabench.data", "fdabench.federation.rounds", "fdabench.cli")
+#: set in the environment of a job that a cluster scheduler started
+SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "PBS_JOBID", "LSB_JOBID")
+#: what the server imports before it accepts jobs (torch._dynamo: what torch.optim's first optimiser imports)
+PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.runner")
 START_TIMEOUT_SECONDS = 120
+
+Handler = Callable[[list[str]], int]
 
 
 def enabled() -> bool:
-    return os.environ.get(ENABLE_VARIABLE, "1") != "0" and os.environ.get(IN_CHILD_VARIABLE) is None and hasattr(socket, "AF_UNIX")
+    """Whether `fdabench train` goes through the fork server here."""
+    if os.environ.get(ENABLE_VARIABLE, "1") == "0" or os.environ.get(IN_CHILD_VARIABLE) is not None:
+        return False
+    return hasattr(socket, "AF_UNIX") and not any(os.environ.get(name) for name in SCHEDULER_VARIABLES)
 
 
 def _runtime_dir() -> Path:
@@ -53,56 +68,30 @@ def _runtime_dir() -> Path:
     return directory
 
 
-def server_key() -> str:
-    """Changes whenever the interpreter, fdabench's files or the installed torch change."""
-    from importlib.metadata import PackageNotFoundError, version
+def installed_distributions() -> list[str]:
+    """Every distribution on sys.path as its metadata folder name ('torch-2.9.0.dist-info'): name and version."""
+    found = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found.update(name for name in names if name.endswith((".dist-info", ".egg-info")))
+    return sorted(found)
 
+
+def server_key() -> str:
+    """Changes whenever the interpreter, fdabench's files or any installed distribution change."""
     import fdabench
 
     digest = hashlib.sha256(sys.executable.encode())
-    for name in ("torch", "numpy"):
-        try:
-            digest.update(f"{name}={version(name)}".encode())
-        except PackageNotFoundError:
-            pass
+    for name in installed_distributions():
+        digest.update(name.encode() + b"\0")
     package = Path(fdabench.__file__).parent
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}".encode())
     return digest.hexdigest()[:20]
-
-
-# -- messages: 4-byte length + JSON --------------------------------------------------------------
-def _send(connection: socket.socket, payload: dict, fds: Sequence[int] = ()) -> None:
-    data = json.dumps(payload).encode()
-    message = struct.pack("!I", len(data)) + data
-    if fds:
-        socket.send_fds(connection, [message], list(fds))
-    else:
-        connection.sendall(message)
-
-
-def _receive_exact(connection: socket.socket, size: int) -> bytes:
-    chunks = b""
-    while len(chunks) < size:
-        chunk = connection.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        chunks += chunk
-    return chunks
-
-
-def _receive(connection: socket.socket, with_fds: int = 0) -> tuple[dict, list[int]]:
-    fds: list[int] = []
-    if with_fds:
-        data, fds, _, _ = socket.recv_fds(connection, 4, with_fds)
-        if len(data) < 4:
-            data += _receive_exact(connection, 4 - len(data))
-        header = data
-    else:
-        header = _receive_exact(connection, 4)
-    (size,) = struct.unpack("!I", header[:4])
-    return json.loads(_receive_exact(connection, size)), fds
 
 
 # -- client ----------------------------------------------------------------------------------------
@@ -116,10 +105,10 @@ def run(argv: Sequence[str]) -> int | None:
     with connection:
         sys.stdout.flush()
         sys.stderr.flush()
-        request = {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)}
-        _send(connection, request, fds=[sys.stdout.fileno(), sys.stderr.fileno()])
-        started, _ = _receive(connection)
-        child = started["pid"]
+        connection.send({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)})
+        with socket.socket(fileno=os.dup(connection.fileno())) as raw:
+            sendfds(raw, [sys.stdout.fileno(), sys.stderr.fileno()])
+        child = connection.recv()["pid"]
 
         def forward(signum, _frame):
             try:
@@ -129,8 +118,8 @@ def run(argv: Sequence[str]) -> int | None:
 
         previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            finished, _ = _receive(connection)
-        except ConnectionError:
+            finished = connection.recv()
+        except (EOFError, OSError):
             print("fdabench: the job's process ended without reporting a status", file=sys.stderr)
             return 1
         finally:
@@ -139,7 +128,7 @@ def run(argv: Sequence[str]) -> int | None:
         return int(finished["exit"])
 
 
-def _connect() -> socket.socket:
+def _connect() -> Connection:
     directory = _runtime_dir()
     key = server_key()
     path = directory / f"{key}.sock"
@@ -151,15 +140,11 @@ def _connect() -> socket.socket:
         connection = _try_connect(path)
         if connection is not None:
             return connection
-        log = open(directory / f"{key}.log", "ab")
-        subprocess.Popen(
-            [sys.executable, "-m", "fdabench.forkserver", str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with open(directory / f"{key}.log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "fdabench", "forkserver", str(path)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             connection = _try_connect(path)
@@ -169,22 +154,18 @@ def _connect() -> socket.socket:
     raise TimeoutError(f"fork server did not start within {START_TIMEOUT_SECONDS}s (log: {directory / (key + '.log')})")
 
 
-def _try_connect(path: Path) -> socket.socket | None:
+def _try_connect(path: Path) -> Connection | None:
     if not path.exists():
         return None
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connection.connect(str(path))
+        return Client(str(path), family="AF_UNIX")
     except (ConnectionRefusedError, FileNotFoundError):
-        connection.close()
         return None
-    return connection
 
 
 # -- server ----------------------------------------------------------------------------------------
-def serve(path: str) -> None:
-    import importlib
-
+def serve(path: str, handler: Handler) -> None:
+    """Preload, then fork a child per connection that runs `handler(argv)`; exit when idle."""
     for module in PRELOAD:
         importlib.import_module(module)
     idle_seconds = float(os.environ.get(IDLE_VARIABLE, "120"))
@@ -199,13 +180,14 @@ def serve(path: str) -> None:
     try:
         while True:
             try:
-                connection, _ = listener.accept()
+                accepted, _ = listener.accept()
             except socket.timeout:
                 break
+            accepted.setblocking(True)
             if os.fork() == 0:
                 listener.close()
-                _child(connection)  # never returns
-            connection.close()
+                _child(Connection(accepted.detach()), handler)  # never returns
+            accepted.close()
     finally:
         try:
             if os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino:
@@ -215,44 +197,44 @@ def serve(path: str) -> None:
         listener.close()
 
 
-def _exit_when_client_ends(connection: socket.socket) -> None:
+def _exit_when_client_ends(connection: Connection) -> None:
     """The client holds the connection open until the child reports its exit status and sends nothing
     after the request. If the client goes away first (its job was killed, even with SIGKILL, which it
     cannot forward), the connection reaches end-of-file: end the child too, so that no orphan keeps
     computing a cell nobody waits for."""
 
     def watch() -> None:
-        try:
-            while connection.recv(4096):
+        with socket.socket(fileno=os.dup(connection.fileno())) as raw:
+            try:
+                while raw.recv(4096):
+                    pass
+            except OSError:
                 pass
-        except OSError:
-            pass
         os._exit(143)
 
     threading.Thread(target=watch, name="client-watch", daemon=True).start()
 
 
-def _child(connection: socket.socket) -> None:
+def _child(connection: Connection, handler: Handler) -> None:
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        connection.settimeout(None)
-        request, fds = _receive(connection, with_fds=2)
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
-        for fd in fds:
-            os.close(fd)
+        request = connection.recv()
+        with socket.socket(fileno=os.dup(connection.fileno())) as raw:
+            stdout, stderr = recvfds(raw, 2)
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.close(stdout)
+        os.close(stderr)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ[IN_CHILD_VARIABLE] = "1"
         sys.argv = ["fdabench", *request["argv"]]
-        _send(connection, {"pid": os.getpid()})
+        connection.send({"pid": os.getpid()})
         _exit_when_client_ends(connection)
-        from fdabench.cli import main
-
         try:
-            code = main(request["argv"]) or 0
+            code = handler(request["argv"]) or 0
         except SystemExit as exit_request:
             code = exit_request.code if isinstance(exit_request.code, int) else (0 if exit_request.code is None else 1)
             if not isinstance(exit_request.code, int) and exit_request.code is not None:
@@ -264,11 +246,7 @@ def _child(connection: socket.socket) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-            _send(connection, {"exit": code})
+            connection.send({"exit": code})
         except Exception:
             pass
         os._exit(code)
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1])

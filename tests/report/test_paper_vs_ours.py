@@ -5,8 +5,9 @@ import pytest
 import yaml
 
 from fdabench.config import validate_params
-from fdabench.report.protocols import PROTOCOLS
-from fdabench.report.published import PUBLISHED, changes_from_published, method_key
+from fdabench.models import resolved_model_options
+from fdabench.paper.protocols import PROTOCOLS, changes_from_published
+from fdabench.paper.published import PUBLISHED, method_key
 from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown, paper_vs_ours_summary
 
 
@@ -26,9 +27,16 @@ def _config(raw, suite, experiment, method, target=None):
                 if c.config["experiment"] == experiment and c.config["method"] == method and target in (None, c.config["target"]))
 
 
+def _changes(config):
+    """changes_from_published with the cell's model options resolved, as the cell file records them."""
+    return changes_from_published(config, resolved_model_options(config["train"]["model"], config["train"].get("model_options", {})))
+
+
 def _write(tmp_path, config, final, name):
     payload = {"format": "fdabench.cell/1", "status": "complete", "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
-               "config": config, "metric": "accuracy", "final": final, "rounds": []}
+               "config": config, "metric": "accuracy", "final": final, "rounds": [],
+               "model": {"name": config["train"]["model"],
+                         "options": resolved_model_options(config["train"]["model"], config["train"].get("model_options", {}))}}
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(payload))
     return str(path)
@@ -113,19 +121,19 @@ KNOBS = [
 @pytest.mark.parametrize("experiment, method, knob, value", KNOBS, ids=lambda v: str(v))
 def test_a_cell_that_differs_in_one_knob_is_flagged(raw_params, experiment, method, knob, value):
     config = _config(raw_params, "paper_cpu", experiment, method)
-    assert changes_from_published(config) == []
+    assert _changes(config) == []
     section = config
     for key in knob[:-1]:
         section = section[key]
     published = section[knob[-1]]
     section[knob[-1]] = value
-    changes = changes_from_published(config)
+    changes = _changes(config)
     assert len(changes) == 1 and changes[0].startswith(".".join(knob) + f" = {value}") and f"(published {published})" in changes[0], changes
 
 
 def test_another_beta_compares_with_its_own_row(raw_params):
     config = _config(raw_params, "paper", "colored_mnist_beta", "fedgp_b0.4", "-90")
-    assert method_key(config) == "fedgp_0.4" and changes_from_published(config) == []
+    assert method_key(config) == "fedgp_0.4" and _changes(config) == []
 
 
 def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(raw_params):
@@ -150,7 +158,7 @@ def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(
         target_rows = PUBLISHED[config["published"]].get(config["target"], {})
         if method_key(config) not in target_rows:
             continue
-        for change in changes_from_published(config):
+        for change in _changes(config):
             seen.setdefault(config["method"], set()).add(change)
     unexpected = {method: changes - expected.get(method, set()) for method, changes in seen.items()}
     assert not any(unexpected.values()), unexpected
@@ -159,7 +167,7 @@ def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(
 
 def test_the_cpu_reduction_of_colored_mnist_is_marked(raw_params):
     config = _config(raw_params, "paper_cpu", "colored_mnist", "fedgp_cosine")
-    assert changes_from_published(config) == [
+    assert _changes(config) == [
         "dataset_options.samples_per_environment = 5000 (published unset)", "partition.target_labelled = 0.01 (published 0.001)",
         "train.model_options.width = 32 (published 64)", "train.rounds = 20 (published 50)"]
 
@@ -177,3 +185,15 @@ def test_published_averages_are_compared_with_the_per_seed_mean_over_targets(tmp
     assert average["published"] == 72.05 and average["n_seeds"] == 2 and average["ours_mean"] == pytest.approx(66.0)
     summary = paper_vs_ours_summary(table).iloc[0]
     assert (summary["published_rows"], summary["matched"]) == (36, 4)  # the average is not a published row
+
+
+def test_protocol_records_spell_out_every_model_option():
+    """The report compares a cell's resolved model options with the record's as written, so a record must
+    name every option its model takes (a default it leaves out would read as a change)."""
+    from fdabench.paper.protocols import published_settings
+
+    for key, protocol in PROTOCOLS.items():
+        for row_key, row in protocol.rows.items():
+            train = published_settings(protocol, row)["train"]
+            resolved = resolved_model_options(train["model"], train["model_options"])
+            assert train["model_options"] == resolved, (key, row_key, sorted(set(resolved) - set(train["model_options"])))

@@ -6,6 +6,7 @@ import shutil
 
 from snakemake.exceptions import WorkflowError
 
+from fdabench import paths
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
 from fdabench.io import canonical_json
 
@@ -62,10 +63,19 @@ def cell_config(wildcards):
     return canonical_json(cell.config)
 
 
+def pattern(kind, **values):
+    """The `fdabench.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
+    return paths.fill(getattr(paths, kind), data=DATA, **values)
+
+
+def log(rule):
+    return paths.LOGS[rule]
+
+
 def table_outputs():
-    outputs = [f"results/{table}.{ext}" for table in PARAMS.tables() for ext in ("csv", "md", "json")]
+    outputs = [paths.fill(paths.TABLE, table=table, ext=ext) for table in PARAMS.tables() for ext in paths.TABLE_EXTENSIONS]
     if PARAMS.published_experiments():
-        outputs += ["results/paper_vs_ours.csv", "results/paper_vs_ours.md"]
+        outputs += [paths.fill(paths.PAPER_VS_OURS, ext=ext) for ext in paths.PAPER_VS_OURS_EXTENSIONS]
     return outputs
 
 
@@ -76,9 +86,9 @@ def auto_cell_paths(experiment):
 
 
 def figure_outputs():
-    outputs = [f"results/figures/{experiment}_rounds.png" for experiment in PARAMS.experiment_names()]
-    outputs += [f"results/figures/{experiment}_betas.png" for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
-    outputs += [f"results/figures/{figure}.png" for figure in PARAMS.figures()]
+    outputs = [paths.fill(paths.ROUNDS_FIGURE, experiment=experiment) for experiment in PARAMS.experiment_names()]
+    outputs += [paths.fill(paths.BETAS_FIGURE, experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
+    outputs += [paths.fill(paths.FIGURE, figure=figure) for figure in PARAMS.figures()]
     return outputs
 
 
@@ -98,7 +108,11 @@ def theory_cell_config(wildcards):
 
 def theory_init_paths(check):
     experiment = PARAMS.theory_checks()[check]["experiment"]
-    return [PARAMS.theory_init_path(experiment, target, seed) for target in PARAMS.targets(experiment) for seed in PARAMS.seeds(experiment)]
+    return [
+        paths.fill(paths.THEORY_INIT, suite=SUITE, experiment=experiment, target=target, seed=seed)
+        for target in PARAMS.targets(experiment)
+        for seed in PARAMS.seeds(experiment)
+    ]
 
 
 def theory_cell_paths(check):
@@ -108,4 +122,4 @@ def theory_cell_paths(check):
 
 
 def theory_outputs():
-    return [f"results/{check}.{ext}" for check in PARAMS.theory_checks() for ext in ("csv", "md", "png")]
+    return [paths.fill(paths.THEORY_REPORT, check=check, ext=ext) for check in PARAMS.theory_checks() for ext in paths.THEORY_EXTENSIONS]

@@ -4,13 +4,13 @@
 
 rule acquire:
     output:
-        directory(f"{DATA}/raw/{{raw}}"),
+        directory(pattern("RAW")),
     params:
         root=lambda wildcards, output: os.path.dirname(output[0]),
         mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
         download="--download" if PARAMS.download else "",
     log:
-        "results/logs/acquire/{raw}.log",
+        log("acquire"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -21,12 +21,12 @@ rule prepare:
     input:
         raw=lambda wildcards: PARAMS.raw_paths(wildcards.dataset, prepared_options(wildcards)),
     output:
-        directory(f"{DATA}/prepared/{{dataset}}/{{options_hash}}"),
+        directory(pattern("PREPARED")),
     params:
         options=lambda wildcards: canonical_json(prepared_options(wildcards)),
         raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(output[0]))), "raw"),
     log:
-        "results/logs/prepare/{dataset}/{options_hash}.log",
+        log("prepare"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -38,12 +38,12 @@ rule partition:
     input:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
     output:
-        f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
+        pattern("PARTITION"),
     params:
         partitioner=lambda wildcards: PARAMS.partitioner(wildcards.experiment),
         options=lambda wildcards: canonical_json(PARAMS.partition_options(wildcards.experiment)),
     log:
-        "results/logs/partition/{suite}/{experiment}/{target}/seed{seed}.log",
+        log("partition"),
     conda:
         "../envs/fdabench.yaml"
     shell:

@@ -5,14 +5,14 @@ rule table:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.tables()[wildcards.table]["experiments"]),
     output:
-        csv="results/{table}.csv",
-        md="results/{table}.md",
-        json="results/{table}.json",
+        csv=pattern("TABLE", ext="csv"),
+        md=pattern("TABLE", ext="md"),
+        json=pattern("TABLE", ext="json"),
     params:
         title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
         metrics=lambda wildcards: " ".join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
     log:
-        "results/logs/tables/{table}.log",
+        log("table"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -24,11 +24,11 @@ rule figure_rounds:
     input:
         cells=lambda wildcards: cell_paths([wildcards.experiment]),
     output:
-        "results/figures/{experiment}_rounds.png",
+        pattern("ROUNDS_FIGURE"),
     params:
         title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: target test metric per round",
     log:
-        "results/logs/figures/{experiment}_rounds.log",
+        log("figure_rounds"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -39,11 +39,11 @@ rule figure_betas:
     input:
         cells=lambda wildcards: auto_cell_paths(wildcards.experiment),
     output:
-        "results/figures/{experiment}_betas.png",
+        pattern("BETAS_FIGURE"),
     params:
         title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: auto-weighting β per source",
     log:
-        "results/logs/figures/{experiment}_betas.log",
+        log("figure_betas"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -53,16 +53,16 @@ rule figure_betas:
 rule theory_init:
     input:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
-        partition=f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
+        partition=pattern("PARTITION"),
     output:
-        "results/theory/{suite}/{experiment}/{target}/seed{seed}.json",
+        pattern("THEORY_INIT"),
     params:
         cell=theory_cell_config,
         beta=lambda wildcards: theory_check_of(wildcards.experiment)[1],
         draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
     threads: PARAMS.threads_per_cell
     log:
-        "results/logs/theory/{suite}/{experiment}/{target}/seed{seed}.log",
+        log("theory_init"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -75,14 +75,14 @@ rule theory_report:
         initial=lambda wildcards: theory_init_paths(wildcards.check),
         cells=lambda wildcards: theory_cell_paths(wildcards.check),
     output:
-        csv="results/{check}.csv",
-        md="results/{check}.md",
-        png="results/{check}.png",
+        csv=pattern("THEORY_REPORT", ext="csv"),
+        md=pattern("THEORY_REPORT", ext="md"),
+        png=pattern("THEORY_REPORT", ext="png"),
     params:
         roles=lambda wildcards: canonical_json(PARAMS.theory_roles(wildcards.check)),
         title=lambda wildcards: PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check),
     log:
-        "results/logs/theory/{check}.log",
+        log("theory_report"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -94,12 +94,12 @@ rule figure_final:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.figures()[wildcards.figure]["experiments"]),
     output:
-        "results/figures/{figure}.png",
+        pattern("FIGURE"),
     params:
         kind=lambda wildcards: PARAMS.figures()[wildcards.figure]["kind"],
         title=lambda wildcards: PARAMS.figures()[wildcards.figure].get("title", wildcards.figure),
     log:
-        "results/logs/figures/{figure}.log",
+        log("figure"),
     conda:
         "../envs/fdabench.yaml"
     shell:
@@ -110,10 +110,10 @@ rule paper_vs_ours:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.published_experiments()),
     output:
-        csv="results/paper_vs_ours.csv",
-        md="results/paper_vs_ours.md",
+        csv=pattern("PAPER_VS_OURS", ext="csv"),
+        md=pattern("PAPER_VS_OURS", ext="md"),
     log:
-        "results/logs/tables/paper_vs_ours.log",
+        log("paper_vs_ours"),
     conda:
         "../envs/fdabench.yaml"
     shell:

@@ -5,16 +5,16 @@
 rule train:
     input:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
-        partition=f"{DATA}/partitions/{{suite}}/{{experiment}}/{{target}}/seed{{seed}}.json",
+        partition=pattern("PARTITION"),
     output:
-        "results/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.json",
+        pattern("CELL"),
     params:
         cell=cell_config,
     threads: PARAMS.threads_per_cell
     resources:
         gpu=1 if USES_GPU else 0,
     log:
-        "results/logs/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.log",
+        log("train"),
     conda:
         "../envs/fdabench.yaml"
     shell:

@@ -26,6 +26,7 @@ from typing import Callable
 
 from fdabench.registry import Registry
 
+MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"  # the default local mirror of raw datasets
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 MANIFEST = "ACQUIRED.json"
 

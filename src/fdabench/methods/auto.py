@@ -28,6 +28,7 @@ class AutoWeighted(RoundLoopMethod):
     rule: str  # "fedda" | "fedgp" | "fedgp_threshold" (which Delta error β minimises)
     warmup = True
     target_receives_source_updates = True
+    logs_betas = True
     hparams_schema = {
         "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
         "estimation": {"enum": ["local_steps", "gradient_batches"], "description": "what the per-batch target updates G_b are"},

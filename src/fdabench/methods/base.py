@@ -30,6 +30,8 @@ class Method(ABC):
     description: ClassVar[str] = ""
     #: whether training reads the target's unlabelled training inputs (recorded in cells, marked in tables)
     uses_unlabelled_target: ClassVar[bool] = False
+    #: whether the method chooses β per source and round itself (its rounds log `betas`; plotted per source)
+    logs_betas: ClassVar[bool] = False
     #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`).
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}

@@ -3,6 +3,7 @@ linear layer), so methods that treat body and head differently never special-cas
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 from torch import nn
@@ -17,6 +18,13 @@ def build_model(name: str, input_shape: tuple[int, ...], num_outputs: int, **opt
     return MODELS.get(name)(tuple(input_shape), int(num_outputs), **options)
 
 
+def resolved_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a model is built with: its factory's defaults overlaid with `options`."""
+    parameters = inspect.signature(MODELS.get(name)).parameters.values()
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    return {**defaults, **options}
+
+
 from fdabench.models import small, vision  # noqa: E402,F401  (registers the models)
 
-__all__ = ["MODELS", "build_model"]
+__all__ = ["MODELS", "build_model", "resolved_model_options"]

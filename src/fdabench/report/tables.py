@@ -8,6 +8,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 from fdabench.cells import read_cell
+from fdabench.paper.protocols import PROTOCOLS, changes_from_published
+from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
 AVERAGE = "Avg"
@@ -141,9 +143,6 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
     seeds, in %), seeds, the difference ours − published, and `changes`: where the runs' setting departs
     from the published one ('; '-separated, empty when it is the published setting)."""
-    from fdabench.cells import read_cell
-    from fdabench.report.published import changes_from_published, method_key, published_value
-
     rows = []
     for path in paths:
         cell = read_cell(path)
@@ -154,7 +153,7 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
             continue
         rows.append({"published_table": key, "experiment": config["experiment"], "target": config["target"], "method": config["method"],
                      "method_key": method_key(config), "seed": config["seed"], "ours": 100 * cell["final"], "published": value,
-                     "changes": "; ".join(changes_from_published(config))})
+                     "changes": "; ".join(changes_from_published(config, cell.get("model", {}).get("options")))})
     columns = ["published_table", "experiment", "target", "method", "method_key", "published", "ours_mean", "ours_std", "n_seeds", "difference", "changes"]
     if not rows:
         return pd.DataFrame(columns=columns)
@@ -169,8 +168,6 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
 def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of target "Avg" for published averages: per seed, the mean over every target the published row
     covers (seeds missing a target are left out), as the published table averages its targets."""
-    from fdabench.report.published import PUBLISHED, PUBLISHED_AVERAGES
-
     averages = []
     keys = ["published_table", "experiment", "method", "method_key", "changes"]
     for (table, experiment, method, key, changes), group in frame.groupby(keys, sort=False):
@@ -192,8 +189,6 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per published table: its published rows (target x method key), how many of them this suite's cells
     matched, how many on the published settings (no change flagged), and how many of those are within
     WITHIN_POINTS of the published number."""
-    from fdabench.report.published import PUBLISHED, SOURCES
-
     rows = []
     for key in dict.fromkeys(table["published_table"]):
         ours = table[(table["published_table"] == key) & (table["target"] != AVERAGE)]
@@ -228,7 +223,7 @@ def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
     lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
     if settings:
-        lines += ["", "Rows marked [k] ran a setting other than the published protocol of their row (`fdabench.report.protocols`), "
+        lines += ["", "Rows marked [k] ran a setting other than the published protocol of their row (`fdabench.paper.protocols`), "
                   "so their difference measures that change as well as any reproduction gap:"]
         lines += [f"- [{k}] {changes}." for k, changes in enumerate(settings, start=1)]
     notes = _protocol_notes(list(dict.fromkeys(table["published_table"])))
@@ -239,6 +234,4 @@ def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
 
 
 def _protocol_notes(keys: list[str]) -> list[tuple[str, str]]:
-    from fdabench.report.protocols import PROTOCOLS
-
     return [(key, note) for key in keys if key in PROTOCOLS for note in PROTOCOLS[key].notes]

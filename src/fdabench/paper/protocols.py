@@ -2,7 +2,7 @@
 
 Where the paper's text and the authors' public code differ, the code that produced the tables is the
 protocol (jackyzyb/AutoFedGP at 7b10ca9; cited as file:line). Each record holds the data protocol, the
-partition, the training settings and, per published row (method key, see `published.method_key`), the
+partition, the training settings and, per published row (method key, see `fdabench.paper.published.method_key`), the
 algorithm and its hyper-parameters, and train or partition settings that the row ran differently. Records
 are written out in full and do not read fdabench's registries, so a cell that departs from one is flagged
 whatever the registry defaults are (`changes_from_published`). `notes` lists the differences that no
@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from typing import Any
+
+from fdabench.paper.published import method_key
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,7 @@ PROTOCOLS: dict[str, Protocol] = {
         dataset="mnist", dataset_options={}, partitioner="feature_noise",
         partition={"clients": 9, "split": "label3", "target_share": "iid", "target_labelled": 100, "target_test": "test_domain",
                    "noise_mode": "fixed"},
-        train=_train(model="fmnist_cnn", source_lr=0.01, target_lr=0.005, source_batch_size=64, target_batch_size=16),
+        train=_train(model="fmnist_cnn", model_options={}, source_lr=0.01, target_lr=0.005, source_batch_size=64, target_batch_size=16),
         rows=dict(_WEAK_ROWS),
         notes=(*_WEAK_NOTES,
                "the noise level of the target is not published: fdabench uses std 0.4 (the FedGP paper's middle level); the "
@@ -307,3 +309,21 @@ def compare_settings(ours: dict[str, Any], published: dict[str, Any]) -> list[st
         for key in sorted(set(flat_ours) | set(flat_published))
         if key not in NOT_COMPARED and shown(flat_ours, key) != shown(flat_published, key)
     ]
+
+
+def changes_from_published(config: dict[str, Any], model_options: dict[str, Any] | None = None) -> list[str]:
+    """Where a cell departs from the published protocol of its row, as 'hparams.mode = projection (published
+    cosine_scaled)': its dataset and options, partition, training settings, algorithm and hyper-parameters
+    against the row's record. `model_options` are the cell's model options with the model's defaults filled
+    in (the cell file records them); records spell theirs out in full (a test checks it)."""
+    protocol = PROTOCOLS.get(config.get("published") or "")
+    if protocol is None:
+        return []
+    row = protocol.rows.get(method_key(config))
+    if row is None:
+        return [f"no published protocol for row {method_key(config)!r}"]
+    published = published_settings(protocol, row)
+    ours = {key: copy.deepcopy(config.get(key)) for key in published}
+    if model_options is not None and isinstance(ours.get("train"), dict):
+        ours["train"]["model_options"] = copy.deepcopy(model_options)
+    return compare_settings(ours, published)

@@ -224,34 +224,3 @@ def method_key(config: dict[str, Any]) -> str:
 
 def published_value(key: str, target: str, config: dict[str, Any]) -> float | None:
     return PUBLISHED.get(key, {}).get(target, {}).get(method_key(config))
-
-
-def _model_options(train: dict[str, Any]) -> dict[str, Any]:
-    """The model's keyword defaults overlaid with the configured model_options."""
-    import inspect
-
-    from fdabench.models import MODELS
-
-    defaults = {name: p.default for name, p in inspect.signature(MODELS.get(train["model"])).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    return {**defaults, **train.get("model_options", {})}
-
-
-def changes_from_published(config: dict[str, Any]) -> list[str]:
-    """Where a cell departs from the published protocol of its row, as 'hparams.mode = projection (published
-    cosine_scaled)': its dataset and options, partition, training settings (model defaults included), algorithm
-    and hyper-parameters against the record in `report.protocols` (independent of the registries)."""
-    from fdabench.report.protocols import PROTOCOLS, compare_settings, published_settings
-
-    protocol = PROTOCOLS.get(config.get("published") or "")
-    if protocol is None:
-        return []
-    row = protocol.rows.get(method_key(config))
-    if row is None:
-        return [f"no published protocol for row {method_key(config)!r}"]
-    published = published_settings(protocol, row)
-    ours = {key: copy.deepcopy(config.get(key)) for key in published}
-    if isinstance(ours.get("train"), dict) and "model" in ours["train"]:
-        ours["train"]["model_options"] = _model_options(ours["train"])
-        published["train"]["model_options"] = _model_options(published["train"])
-    return compare_settings(ours, published)

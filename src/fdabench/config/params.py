@@ -1,0 +1,206 @@
+"""Validated params.yaml and its resolution into cells — one (suite, experiment, method, target, seed)
+each, with every setting spelled out (merge orders: `fdabench.config.resolve`)."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from fdabench import paths
+from fdabench.config import resolve
+from fdabench.config.checks import semantic_errors, theory_roles
+from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
+from fdabench.data import get_dataset, get_partitioner
+from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
+from fdabench.io import content_hash
+from fdabench.methods import METHODS
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training job: its identity and its fully resolved configuration."""
+
+    suite: str
+    experiment: str
+    method: str
+    target: str
+    seed: int
+    config: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        return paths.fill(paths.CELL, suite=self.suite, experiment=self.experiment, method=self.method, target=self.target, seed=self.seed)
+
+
+class Params:
+    """Validated params.yaml with helpers that resolve experiments, methods and cells of the active suite."""
+
+    def __init__(self, raw: dict[str, Any]):
+        self.raw = raw
+        self.suite_name: str = raw["suite"]
+        self.suite: dict[str, Any] = raw["suites"][self.suite_name]
+        self.device: str = raw.get("device", "auto")
+        self.threads_per_cell: int = raw.get("threads_per_cell", 1)
+        data = raw.get("data") or {}
+        self.data_root: str = data.get("root", "data")
+        self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
+        self.download: bool = bool(data.get("download", False))
+
+    # -- datasets ---------------------------------------------------------------------------------
+    def dataset_options(self, dataset: str, experiment: str | None = None) -> dict[str, Any]:
+        return resolve.dataset_options(self.raw, dataset, None if experiment is None else self.experiment(experiment))
+
+    def prepared_key(self, experiment: str) -> tuple[str, str]:
+        """(dataset, options hash): experiments with the same dataset options share prepared data."""
+        dataset = self.experiment(experiment)["dataset"]
+        return dataset, content_hash(self.dataset_options(dataset, experiment))[:12]
+
+    def prepared_path(self, experiment: str) -> str:
+        dataset, key = self.prepared_key(experiment)
+        return paths.fill(paths.PREPARED, data=self.data_root, dataset=dataset, options_hash=key)
+
+    def prepared_options(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every (dataset, options hash) of the suite with its options."""
+        return {self.prepared_key(e): self.dataset_options(self.experiment(e)["dataset"], e) for e in self.experiment_names()}
+
+    def raw_paths(self, dataset: str, options: dict[str, Any]) -> list[str]:
+        """What `prepare` reads: acquired raw datasets and any outside input files (e.g. a manifest)."""
+        source = get_dataset(dataset)
+        return [paths.fill(paths.RAW, data=self.data_root, raw=raw) for raw in source.raw_datasets] + source.input_files(options)
+
+    def raw_in_suite(self) -> list[str]:
+        return sorted({raw for dataset in self.datasets_in_suite() for raw in get_dataset(dataset).raw_datasets})
+
+    def datasets_in_suite(self) -> list[str]:
+        return sorted({exp["dataset"] for exp in self.suite["experiments"].values()})
+
+    # -- experiments ------------------------------------------------------------------------------
+    def experiment(self, name: str) -> dict[str, Any]:
+        return self.suite["experiments"][name]
+
+    def experiment_names(self) -> list[str]:
+        return list(self.suite["experiments"])
+
+    def partitioner(self, experiment: str) -> str:
+        return resolve.partitioner_name(self.experiment(experiment))
+
+    def partition_options(self, experiment: str) -> dict[str, Any]:
+        return resolve.experiment_partition_options(self.experiment(experiment))
+
+    def targets(self, experiment: str) -> list[str]:
+        exp = self.experiment(experiment)
+        targets = exp.get("targets", "all")
+        if targets == "all":
+            partitioner = get_partitioner(self.partitioner(experiment))
+            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment), self.dataset_options(exp["dataset"], experiment))
+        return list(targets)
+
+    def seeds(self, experiment: str) -> list[int]:
+        return list(self.experiment(experiment).get("seeds", self.suite.get("seeds", [0])))
+
+    def methods(self, experiment: str) -> list[str]:
+        return resolve.experiment_methods(self.suite, self.experiment(experiment))
+
+    def train_settings(self, experiment: str) -> dict[str, Any]:
+        return resolve.train_settings(self.suite, self.experiment(experiment))
+
+    # -- methods ----------------------------------------------------------------------------------
+    def method_variant(self, name: str, target: str | None = None) -> tuple[str, dict[str, Any]]:
+        """(algorithm, complete hyper-parameters) of a method variant or a registered method, outside any
+        experiment; a variant's `by_target.<target>` hyper-parameters override the others for that target."""
+        return resolve.algorithm_of(self.raw, name), resolve.hparams(self.raw, None, name, target)
+
+    def logs_betas(self, name: str) -> bool:
+        """Whether the method variant chooses β automatically (its rounds log betas)."""
+        return METHODS.get(resolve.algorithm_of(self.raw, name)).logs_betas
+
+    # -- cells ------------------------------------------------------------------------------------
+    def cells(self, experiments: list[str] | None = None) -> Iterator[Cell]:
+        for experiment in experiments or self.experiment_names():
+            for method in self.methods(experiment):
+                for target in self.targets(experiment):
+                    for seed in self.seeds(experiment):
+                        yield self.cell(experiment, method, target, seed)
+
+    def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
+        exp = self.experiment(experiment)
+        config = {
+            "suite": self.suite_name,
+            "experiment": experiment,
+            "dataset": exp["dataset"],
+            "method": method,
+            "algorithm": resolve.algorithm_of(self.raw, method),
+            "hparams": resolve.hparams(self.raw, exp, method, target),
+            "target": target,
+            "seed": int(seed),
+            "dataset_options": self.dataset_options(exp["dataset"], experiment),
+            "partitioner": self.partitioner(experiment),
+            "partition": self.partition_options(experiment),
+            "train": self.train_settings(experiment),
+            "device": self.device,
+            "published": exp.get("published"),
+        }
+        return Cell(self.suite_name, experiment, method, target, int(seed), config)
+
+    def tables(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("tables") or {})
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("figures") or {})
+
+    def published_experiments(self) -> list[str]:
+        return [name for name in self.experiment_names() if self.experiment(name).get("published")]
+
+    def theory_checks(self) -> dict[str, dict[str, Any]]:
+        return dict(self.suite.get("theory_checks") or {})
+
+    def theory_roles(self, check: str) -> dict[str, str]:
+        """The method variant playing each rule of a theory check."""
+        return theory_roles(self.theory_checks()[check])
+
+    def theory_beta(self, check: str) -> float:
+        """β of the FedDA and FedGP roles (validated to be equal)."""
+        return float(resolve.hparams(self.raw, None, self.theory_roles(check)["fedda"])["beta"])
+
+
+def validate_params(raw: Any) -> Params:
+    """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
+    if not isinstance(raw, dict):
+        raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
+    problems = schema_errors(raw, params_schema())
+    if problems:
+        raise ParamsError(report(problems))
+    problems = semantic_errors(raw)
+    if problems:
+        raise ParamsError(report(problems))
+    return Params(raw)
+
+
+def load_params(path: str | os.PathLike = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
+    """Read, merge `overrides` (nested keys), and validate a params file."""
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"{path} does not exist")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            raw = yaml.safe_load(handle)
+        except yaml.YAMLError as error:
+            raise ParamsError(f"{path} is not valid YAML: {error}") from None
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return validate_params(raw)
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged

@@ -1,0 +1,166 @@
+"""The JSON schema of params.yaml, built from the registries, and readable messages for its violations."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+
+from fdabench.data import DATASETS, PARTITIONERS
+from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
+from fdabench.errors import ParamsError  # noqa: F401  (raised by the config package)
+from fdabench.federation.settings import TRAIN_SCHEMA
+from fdabench.methods import METHODS
+from fdabench.models import MODELS
+from fdabench.paper.theory_check import ROLES
+
+NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
+NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
+
+
+def _name(description: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": NAME_PATTERN, "description": description}
+
+
+def object_schema(properties: dict[str, Any], required: list[str] | None = None, description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def params_schema() -> dict[str, Any]:
+    """The JSON schema of params.yaml; registered names (datasets, methods, models) are enums."""
+    train = object_schema({**TRAIN_SCHEMA, "model": {"enum": MODELS.names(), "description": "model registry name"}},
+                    description="training settings; unset keys take the dataset's defaults")
+    name_list = {"type": "array", "items": _name("a name"), "minItems": 1, "uniqueItems": True}
+    seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True}
+    experiment = object_schema(
+        {
+            "dataset": {"enum": DATASETS.names(), "description": "dataset registry name"},
+            "partitioner": {"enum": PARTITIONERS.names(), "description": "how clients are formed (default: the dataset's)"},
+            "targets": {"oneOf": [{"const": "all"}, name_list], "description": "target domains, or 'all'"},
+            "methods": {**name_list, "description": "method variants (keys of `methods`) or registered methods"},
+            "seeds": seeds,
+            "partition": {"type": "object", "description": "partitioner options; unset keys take the dataset's defaults"},
+            "dataset_options": {"type": "object", "description": "dataset options for this experiment (over `datasets.<name>`)"},
+            "published": {"type": "string", "description": "key of the published numbers this experiment reproduces (paper_vs_ours)"},
+            "method_options": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
+                               "description": "per-method hyper-parameters of this experiment, over the variant's (e.g. a dataset's published auto-weighting settings)"},
+            "train": train,
+        },
+        required=["dataset"],
+    )
+    table = object_schema(
+        {
+            "experiments": {**name_list, "description": "experiments of this suite shown in the table"},
+            "title": {"type": "string"},
+            "metrics": {"type": "array", "items": {"enum": ["accuracy", "auc", "mse", "loss"]}, "minItems": 1, "uniqueItems": True,
+                        "description": "metrics shown (default: each cell's primary metric)"},
+        },
+        required=["experiments"],
+    )
+    roles = {"type": "object", "propertyNames": {"enum": list(ROLES)}, "additionalProperties": _name("a method")}
+    theory_check = object_schema(
+        {
+            "experiment": _name("an experiment of this suite on synthetic_regression"),
+            "roles": {**roles, "description": "method variant playing each rule (default: the rule's own name)"},
+            "draws": {"type": "integer", "minimum": 2, "description": "Monte Carlo draws for σ² at initialisation"},
+            "title": {"type": "string"},
+        },
+        required=["experiment"],
+    )
+    figure = object_schema(
+        {
+            "kind": {"enum": ["shift", "beta", "alpha"], "description": "shift: final metric against the level in the target name; beta / alpha: final metric against the hyper-parameter β / α"},
+            "experiments": {**name_list, "description": "experiments of this suite in the figure"},
+            "title": {"type": "string"},
+        },
+        required=["kind", "experiments"],
+    )
+    suite = object_schema(
+        {
+            "seeds": seeds,
+            "methods": {**name_list, "description": "default methods of the suite's experiments"},
+            "train": train,
+            "experiments": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": experiment, "minProperties": 1},
+            "tables": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": table},
+            "theory_checks": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": theory_check},
+            "figures": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": figure},
+        },
+        required=["experiments"],
+    )
+    dataset_options = {
+        name: object_schema(copy.deepcopy(source.options_schema), description=f"options of {name}")
+        for name, source in DATASETS.items()
+    }
+    method_variant = {
+        "type": "object",
+        "properties": {
+            "algorithm": {"enum": METHODS.names(), "description": "registered method (default: the variant's name)"},
+            "by_target": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
+                          "description": "per-target hyper-parameters over the variant's (e.g. a published per-domain lr decay)"},
+        },
+        "description": "hyper-parameters of the algorithm (checked against its own schema)",
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fdabench params.yaml",
+        **object_schema(
+            {
+                "suite": _name("the suite that snakemake and dvc build"),
+                "device": {"enum": ["auto", "cpu", "cuda"], "description": "auto = CUDA when available, else CPU"},
+                "threads_per_cell": {"type": "integer", "minimum": 1, "description": "CPU threads of one training job"},
+                "data": object_schema(
+                    {
+                        "root": {"type": "string", "description": "where prepared data and partitions are written"},
+                        "mirror": {"type": ["string", "null"], "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})"},
+                        "download": {"type": "boolean", "description": "let `acquire` download raw datasets the mirror lacks (network; default false)"},
+                    }
+                ),
+                "datasets": object_schema(dataset_options, description="per-dataset options; unset keys take the dataset's defaults"),
+                "methods": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": method_variant},
+                "suites": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": suite, "minProperties": 1},
+            },
+            required=["suite", "suites"],
+        ),
+    }
+
+
+def _path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _format_schema_error(error, prefix: tuple = ()) -> str:
+    where = _path([*prefix, *error.absolute_path])
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unexpected = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        return f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; allowed keys: {', '.join(allowed) or '(none)'}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "pattern" or (error.validator == "propertyNames"):
+        return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
+    if error.validator == "type":
+        return f"{where}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+    if error.validator == "oneOf" and where.endswith("targets"):
+        return f"{where}: {error.instance!r} must be 'all' or a list of target names ({NAME_RULE})"
+    return f"{where}: {error.message}"
+
+
+def schema_errors(instance: Any, schema: dict[str, Any], prefix: tuple = ()) -> list[str]:
+    """Every violation of `schema` by `instance`, one readable line each (keys prefixed by `prefix`)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_format_schema_error(error, prefix) for error in errors]
+
+
+def report(problems: list[str]) -> str:
+    return "invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems)

@@ -1,0 +1,6 @@
+"""The rules the synthetic theory check of the FedGP paper compares (appendix B, Figure 5): with β fixed and
+with β auto-weighted, each against the target-only and source-only extremes."""
+
+FIXED_RULES = ("target_only", "source_only", "fedda", "fedgp")
+AUTO_RULES = ("target_only", "source_only", "fedda_auto", "fedgp_auto")
+ROLES = tuple(dict.fromkeys(FIXED_RULES + AUTO_RULES))  # every role a theory check assigns a method to

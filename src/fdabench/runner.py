@@ -1,0 +1,90 @@
+"""Run one cell: load its prepared data and partition, build the federated problem, train the method, and
+return the cell result (format: `fdabench.cells`). The CLI only parses arguments and writes the result."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any, Callable
+
+import torch
+
+from fdabench import __version__
+from fdabench.cells import summarise
+from fdabench.data import Partition, PreparedDataset
+from fdabench.federation.problem import FederatedProblem, build_problem
+from fdabench.federation.settings import TrainSettings
+from fdabench.io import read_json
+from fdabench.methods import get_method
+from fdabench.models import resolved_model_options
+from fdabench.theory import initial_quantities
+
+RoundCallback = Callable[[dict[str, Any], int], None]
+
+
+class CellInputError(ValueError):
+    """The inputs given for a cell do not belong to it (e.g. another target's partition)."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto = CUDA when available, else CPU; cuda fails clearly where CUDA is absent."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CellInputError("device: cuda was requested but CUDA is not available")
+    return torch.device(name)
+
+
+def load_problem(config: dict[str, Any], prepared: str, partition: str, device: torch.device) -> tuple[FederatedProblem, str]:
+    """The cell's federated problem and its partition's content hash."""
+    payload = read_json(partition)
+    split = Partition.from_json(payload)
+    if (split.target, split.seed) != (config["target"], config["seed"]):
+        raise CellInputError(f"partition {partition} is for target {split.target} seed {split.seed}, not this cell")
+    return build_problem(PreparedDataset.load(prepared), split, device), payload["content_hash"]
+
+
+def run_cell(
+    config: dict[str, Any], prepared: str, partition: str, threads: int = 1, device: str | None = None,
+    on_round: RoundCallback | None = None,
+) -> dict[str, Any]:
+    """Train the cell described by its resolved `config`; its result, ready to be written."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    where = resolve_device(device or config.get("device", "auto"))
+    if where.type == "cuda":
+        # CPU kernels are deterministic already; this call imports torch's compiler stack (~3 s), so it is
+        # made only where it matters.
+        torch.use_deterministic_algorithms(True)
+    problem, partition_hash = load_problem(config, prepared, partition, where)
+    settings = TrainSettings.from_dict(config["train"])
+    method = get_method(config["algorithm"], config["hparams"])
+    train_started, train_cpu_started = time.perf_counter(), time.process_time()
+    history = method.run(problem, settings, config["seed"], where, on_round=on_round)
+    train_seconds = time.perf_counter() - train_started
+    train_cpu_seconds = time.process_time() - train_cpu_started
+    result = summarise(config, history, settings.final_rounds)
+    result.update(
+        {
+            "model": {"name": settings.model, "options": resolved_model_options(settings.model, settings.model_options)},
+            "wall_seconds": time.perf_counter() - started,
+            "train_seconds": train_seconds,
+            "train_cpu_seconds": train_cpu_seconds,
+            "device": str(where),
+            "threads": threads,
+            "partition_hash": partition_hash,
+            "uses_unlabelled_target": method.uses_unlabelled_target,
+            "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        }
+    )
+    return result
+
+
+def run_theory_init(config: dict[str, Any], prepared: str, partition: str, beta: float, draws: int, threads: int = 1) -> dict[str, Any]:
+    """d², σ², τ²d² and the rules' Delta errors at the initial parameters of a theory-check cell."""
+    torch.set_num_threads(threads)
+    problem, _ = load_problem(config, prepared, partition, resolve_device(config.get("device", "auto")))
+    quantities = initial_quantities(problem, TrainSettings.from_dict(config["train"]), config["seed"], beta, draws)
+    return {"target": config["target"], "seed": config["seed"], "experiment": config["experiment"], **quantities}
