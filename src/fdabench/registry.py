@@ -1,8 +1,11 @@
-"""Name -> class registries (DomainBed style): adding a member is adding a class and a name."""
+"""Name -> class registries (DomainBed style): adding a member is adding a class (or a factory function)
+and decorating it with its family's `register`; the public name is the class's `name` attribute or the
+function's own name (or a data record's `name`), written once."""
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+import copy
+from typing import Any, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -14,6 +17,15 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
+def member_name(member: Any) -> str:
+    """A class's own `name` attribute (not an inherited one), a function's name, or an instance's `name`."""
+    if isinstance(member, type):
+        if "name" not in vars(member):
+            raise TypeError(f"{member.__qualname__} sets no `name` of its own, so it cannot be registered")
+        return member.name
+    return member.__name__ if callable(member) and hasattr(member, "__name__") else member.name
+
+
 class Registry(Generic[T]):
     """A mapping from public names to classes or factories of one family."""
 
@@ -21,22 +33,19 @@ class Registry(Generic[T]):
         self.family = family
         self._members: dict[str, T] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
-        def decorator(member: T) -> T:
-            if name in self._members:
-                raise ValueError(f"{self.family} {name!r} is registered twice")
-            self._members[name] = member
-            return member
-
-        return decorator
+    def register(self, member: T) -> T:
+        """Decorator: add `member` under its name (`member_name`)."""
+        name = member_name(member)
+        if name in self._members:
+            raise ValueError(f"{self.family} {name!r} is registered twice")
+        self._members[name] = member
+        return member
 
     def get(self, name: str) -> T:
         try:
             return self._members[name]
         except KeyError:
-            raise UnknownNameError(
-                f"unknown {self.family} {name!r}; allowed: {', '.join(self.names())}"
-            ) from None
+            raise UnknownNameError(f"unknown {self.family} {name!r}; allowed: {', '.join(self.names())}") from None
 
     def names(self) -> list[str]:
         return sorted(self._members)
@@ -49,3 +58,15 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return [(name, self._members[name]) for name in self.names()]
+
+
+def derive_defaults(cls: type, schema_attribute: str, defaults_attribute: str) -> None:
+    """Set a class's `defaults_attribute` from its `schema_attribute` (called for every subclass)."""
+    setattr(cls, defaults_attribute, schema_defaults(getattr(cls, schema_attribute)))
+
+
+def schema_defaults(properties: dict[str, Any], owner: str = "") -> dict[str, Any]:
+    """The `default` of every JSON-schema property that has one: the one place a component's option defaults
+    are written. A property without a default is an optional setting whose absence means "not set" (its
+    description says what that does) and stays out of resolved configurations."""
+    return {key: copy.deepcopy(spec["default"]) for key, spec in properties.items() if "default" in spec}

@@ -92,7 +92,7 @@ def test_client_messages_carry_the_atoms_only(blobs, monkeypatch):
 
 
 def test_alpha_stays_on_the_simplex_and_stays_private(blobs):
-    hparams = {**dadil.DEFAULT_HPARAMS, **SMALL, "alpha_lr": 0.5, "local_steps": 5}  # large steps: the projection acts
+    hparams = {**dadil.FedDaDiL.default_hparams, **SMALL, "alpha_lr": 0.5, "local_steps": 5}  # large steps: the projection acts
     client = dadil.DictionaryClient("s0", blobs.sources[0].x, torch.nn.functional.one_hot(blobs.sources[0].y, 3).float(),
                                     torch.full((3,), 1 / 3), torch.Generator().manual_seed(0))
     atoms = dadil.FedDaDiL.initial_atoms(hparams, 4, 3, seed=0, device=torch.device("cpu"))

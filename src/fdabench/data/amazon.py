@@ -82,7 +82,7 @@ def feature_map(counts: np.ndarray, features: str) -> np.ndarray:
     raise ValueError(f"unknown features {features!r}; allowed: binary, counts, log_counts")
 
 
-@DATASETS.register("amazon_reviews")
+@DATASETS.register
 class AmazonReviews(DatasetSource):
     """Amazon reviews (Blitzer et al. 2007): books, dvd, electronics, kitchen; bag of uni- and bigrams."""
 
@@ -93,10 +93,9 @@ class AmazonReviews(DatasetSource):
     model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
-        "vocabulary": {"type": "integer", "minimum": 10, "description": "most frequent uni- and bigrams of the sources' text"},
-        "features": {"enum": ["binary", "counts", "log_counts"], "description": "per-review map of the n-gram counts"},
+        "vocabulary": {"type": "integer", "minimum": 10, "description": "most frequent uni- and bigrams of the sources' text", "default": 5000},
+        "features": {"enum": ["binary", "counts", "log_counts"], "description": "per-review map of the n-gram counts", "default": "binary"},
     }
-    default_options = {"vocabulary": 5000, "features": "binary"}
     # The weakly-supervised paper's Table 5: three sources with 2,000 reviews each; the target labels 400 and
     # is tested on its other 1,600. The authors' (later deleted) Amazon network was an MLP on 5,000 features
     # with hidden layers 1,000, 500 and 100; optimiser and learning rates follow their public code (Adam,

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fdabench.registry import Registry
+from fdabench.registry import Registry, derive_defaults
 
 
 @dataclass
@@ -124,8 +124,10 @@ class DatasetSource(ABC):
     partitioner: ClassVar[str] = "leave_one_domain_out"
     model: ClassVar[str]
     metric: ClassVar[str] = "accuracy"  # "accuracy" (higher is better) or "mse" (lower is better)
-    #: JSON-schema properties of the dataset's options (params.yaml `datasets.<name>`) and their defaults.
+    #: JSON-schema properties of the dataset's options (params.yaml `datasets.<name>`), each with its `default`;
+    #: `default_options` is derived from them.
     options_schema: ClassVar[dict[str, Any]] = {}
+    default_options: ClassVar[dict[str, Any]] = {}
     default_options: ClassVar[dict[str, Any]] = {}
     #: default training hyper-parameters for experiments on this dataset (params.yaml `train`).
     default_train: ClassVar[dict[str, Any]] = {}
@@ -133,6 +135,10 @@ class DatasetSource(ABC):
     default_partition: ClassVar[dict[str, Any]] = {}
     #: names of the raw datasets (fdabench.data.raw) that `prepare` reads; empty for embedded datasets.
     raw_datasets: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        derive_defaults(cls, "options_schema", "default_options")
 
     @property
     def needs_raw_data(self) -> bool:

@@ -38,7 +38,7 @@ def _shuffled_digits(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return images[order], digits.target[order].astype(np.int64)
 
 
-@DATASETS.register("colored_digits")
+@DATASETS.register
 class ColoredDigits(DatasetSource):
     """ColoredMNIST's recipe on 8x8 digits: label = digit < 5 with label noise; a colour channel agrees
     with the label with probability 90%, 80% and 10% in the environments +90, +80 and -90."""
@@ -50,10 +50,10 @@ class ColoredDigits(DatasetSource):
     COLOUR_FLIP = {"+90": 0.1, "+80": 0.2, "-90": 0.9}
     model = "digits_cnn"
     options_schema = {
-        "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "description": "label flip probability"},
-        "seed": _SEED_OPTION,
+        # DomainBed ColoredMNIST: 25% label noise
+        "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "description": "label flip probability", "default": 0.25},
+        "seed": {**_SEED_OPTION, "default": 0},
     }
-    default_options = {"label_noise": 0.25, "seed": 0}  # DomainBed ColoredMNIST: 25% label noise
     default_train = _DIGITS_TRAIN
     default_partition = {"holdout_fraction": 0.2, "target_labelled": 48}
 
@@ -71,7 +71,7 @@ class ColoredDigits(DatasetSource):
         return PreparedDataset(self.name, self.task, 2, (2, 8, 8), domains, meta={"options": options})
 
 
-@DATASETS.register("rotated_digits")
+@DATASETS.register
 class RotatedDigits(DatasetSource):
     """RotatedMNIST's recipe on 8x8 digits: six environments rotated by 0..75 degrees, 10 classes."""
 
@@ -79,8 +79,7 @@ class RotatedDigits(DatasetSource):
     task = "classification"
     domains = ("0", "15", "30", "45", "60", "75")  # degrees, as DomainBed's RotatedMNIST
     model = "digits_cnn"
-    options_schema = {"seed": _SEED_OPTION}
-    default_options = {"seed": 0}
+    options_schema = {"seed": {**_SEED_OPTION, "default": 0}}
     default_train = _DIGITS_TRAIN
     default_partition = {"holdout_fraction": 0.2, "target_labelled": 48}
 

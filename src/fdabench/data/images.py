@@ -32,9 +32,9 @@ _RESNET_TRAIN = {
     "target_batch_size": 16,
 }
 _IMAGE_OPTIONS = {
-    "image_size": {"type": "integer", "minimum": 8, "description": "images are resized to image_size x image_size"},
-    "max_per_domain": {"type": ["integer", "null"], "minimum": 1, "description": "keep a seeded random subset per domain (CPU budgets)"},
-    "seed": {"type": "integer", "minimum": 0},
+    "image_size": {"type": "integer", "minimum": 8, "description": "images are resized to image_size x image_size", "default": 224},
+    "max_per_domain": {"type": ["integer", "null"], "minimum": 1, "description": "keep a seeded random subset per domain (CPU budgets)", "default": None},
+    "seed": {"type": "integer", "minimum": 0, "default": 0},
 }
 
 
@@ -71,7 +71,6 @@ class ImageFolderDomains(DatasetSource):
     raw_name: ClassVar[str]
     folders: ClassVar[dict[str, str]]  # domain name -> folder name
     options_schema = _IMAGE_OPTIONS
-    default_options = {"image_size": 224, "max_per_domain": None, "seed": 0}
     default_train = _RESNET_TRAIN
 
     @property
@@ -110,7 +109,7 @@ def _image_folder(name: str, raw: str, folders: dict[str, str], target_labelled:
         "__doc__": f"DomainBed's {raw} image folders, leave one domain out (target labels {target_labelled:.0%} of its 'in' split).",
     }
     cls = type(name.title().replace("_", ""), (ImageFolderDomains,), attributes)
-    return DATASETS.register(name)(cls)
+    return DATASETS.register(cls)
 
 
 # Target labelled fractions of DESIGN.md §3: VLCS 5%, TerraIncognita 5%, PACS / OfficeHome / DomainNet 15%.
@@ -207,20 +206,33 @@ class ManifestDomains(DatasetSource):
         "age_decade": [str(decade) for decade in range(10)],
         "race": ["White", "Black", "Other"],
     }
-    options_schema = {
-        "manifest": {"type": ["string", "null"], "description": "the manifest CSV"},
-        "image_root": {"type": ["string", "null"], "description": "image paths in the manifest are relative to this directory"},
-        "domains": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"}, "minItems": 2, "uniqueItems": True},
-        "domain_column": {"type": "string"},
-        "label_column": {"type": "string"},
-        "auxiliary": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "description": "columns used as auxiliary labels"},
-        "auxiliary_values": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                             "description": "allowed values per auxiliary column, in code order (columns not listed: their sorted values)"},
-        "num_classes": {"type": "integer", "minimum": 2, "description": "labels are 0..num_classes-1"},
-        "id_column": {"type": "string", "description": "the column whose values must be unique (default: the image path)"},
-        "image_size": {"type": "integer", "minimum": 8},
-        "channels": {"enum": [1, 3]},
-    }
+
+    @classmethod
+    def manifest_options_schema(cls) -> dict[str, Any]:
+        """The options of a manifest dataset; defaults from the class (its domains, columns and encodings)."""
+        return {
+            "manifest": {"type": ["string", "null"], "description": "the manifest CSV", "default": None},
+            "image_root": {"type": ["string", "null"], "description": "image paths in the manifest are relative to this directory", "default": None},
+            "domains": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"}, "minItems": 2, "uniqueItems": True,
+                        "default": list(cls.default_domains)},
+            "domain_column": {"type": "string", "default": cls.domain_column},
+            "label_column": {"type": "string", "default": "label"},
+            "auxiliary": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "description": "columns used as auxiliary labels",
+                          "default": list(cls.default_auxiliary)},
+            "auxiliary_values": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                                 "description": "allowed values per auxiliary column, in code order (columns not listed: their sorted values)",
+                                 "default": {k: list(v) for k, v in cls.default_auxiliary_values.items()}},
+            "num_classes": {"type": "integer", "minimum": 2, "description": "labels are 0..num_classes-1", "default": 2},
+            "id_column": {"type": "string", "description": "the column whose values must be unique (default: the image path)", "default": "path"},
+            "image_size": {"type": "integer", "minimum": 8, "default": 224},
+            "channels": {"enum": [1, 3], "default": 3},
+        }
+
+    def __init_subclass__(cls, **kwargs: Any):
+        if "name" in vars(cls):  # a concrete manifest dataset: its option defaults follow its class attributes
+            cls.options_schema = cls.manifest_options_schema()
+        super().__init_subclass__(**kwargs)
+
     # The weakly-supervised paper's code (enyijiang/MIDRC): Adam, source lr 1e-4, target lr 2e-5 (its text says
     # 1e-3 / 2e-4; the code that produced the tables is the protocol). Rounds and batches per dataset: the
     # `hospital` suite in params.yaml.
@@ -229,13 +241,6 @@ class ManifestDomains(DatasetSource):
     @property
     def domains(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.default_domains
-
-    @property
-    def default_options(self) -> dict[str, Any]:  # type: ignore[override]
-        return {"manifest": None, "image_root": None, "domains": list(self.default_domains), "domain_column": self.domain_column,
-                "label_column": "label", "auxiliary": list(self.default_auxiliary),
-                "auxiliary_values": {k: list(v) for k, v in self.default_auxiliary_values.items()}, "num_classes": 2,
-                "id_column": "path", "image_size": 224, "channels": 3}
 
     def input_files(self, options: dict[str, Any]) -> list[str]:
         return [options["manifest"]] if options.get("manifest") else []
@@ -265,7 +270,7 @@ class ManifestDomains(DatasetSource):
         return PreparedDataset(self.name, self.task, max(classes, 2), (options["channels"], size, size), domains, meta=meta)
 
 
-@DATASETS.register("midrc")
+@DATASETS.register
 class MIDRC(ManifestDomains):
     """MIDRC chest X-rays by US state (weakly-supervised paper: IL is the target)."""
 
@@ -275,7 +280,7 @@ class MIDRC(ManifestDomains):
     default_auxiliary = ("sex", "age_decade", "race")
 
 
-@DATASETS.register("chexpert")
+@DATASETS.register
 class CheXpert(ManifestDomains):
     """CheXpert chest X-rays, domains by condition group."""
 
@@ -285,7 +290,7 @@ class CheXpert(ManifestDomains):
     default_auxiliary = ("sex", "age_decade")
 
 
-@DATASETS.register("mimic")
+@DATASETS.register
 class MIMIC(ManifestDomains):
     """MIMIC-CXR chest X-rays, domains by race group."""
 

@@ -66,7 +66,7 @@ def preprocess(counts: np.ndarray, features: str) -> np.ndarray:
     raise ValueError(f"unknown features {features!r}; allowed: hellinger, l1, counts")
 
 
-@DATASETS.register("office_caltech10")
+@DATASETS.register
 class OfficeCaltech10(DatasetSource):
     """Office-Caltech10 SURF: amazon, caltech10, dslr, webcam; 800 features, 10 classes."""
 
@@ -76,9 +76,8 @@ class OfficeCaltech10(DatasetSource):
     model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
-        "features": {"enum": ["hellinger", "l1", "counts"], "description": "per-sample map of the SURF histograms"},
+        "features": {"enum": ["hellinger", "l1", "counts"], "description": "per-sample map of the SURF histograms", "default": "hellinger"},
     }
-    default_options = {"features": "hellinger"}
     # Model and learning rate chosen by training-domain validation (DomainBed): FedAvg over the sources,
     # accuracy on the sources' held-out 20%, mean over the four leave-one-out splits (seed 0), among
     # {linear, MLP 128} x lr {1e-3, 1e-2} x weight decay {0, 1e-3}: MLP 128 at 1e-3 without decay, 67.7%

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fdabench.data.base import DatasetSource, PreparedDataset
-from fdabench.registry import Registry
+from fdabench.registry import Registry, derive_defaults
 
 
 @dataclass
@@ -102,9 +102,14 @@ class Partitioner(ABC):
     """One way of splitting a prepared dataset into source clients and the target's splits."""
 
     name: ClassVar[str]
-    options_schema: ClassVar[dict[str, Any]]
-    #: options used when the dataset's own defaults (for its default partitioner) do not apply
+    #: JSON-schema properties of the options, each with its `default`; `default_options` (used where the
+    #: dataset's own `default_partition` does not apply) is derived from them.
+    options_schema: ClassVar[dict[str, Any]] = {}
     default_options: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        derive_defaults(cls, "options_schema", "default_options")
 
     @abstractmethod
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
@@ -133,7 +138,7 @@ def _fraction_or_count(value: float | int, total: int, what: str) -> int:
     return count
 
 
-@PARTITIONERS.register("leave_one_domain_out")
+@PARTITIONERS.register
 class LeaveOneDomainOut(Partitioner):
     """DomainBed leave-one-domain-out: every domain is split into 'in' and 'out' (holdout_fraction).
     Sources train on their 'in' split; the target's 'out' split is its test set, and `target_labelled`
@@ -144,14 +149,13 @@ class LeaveOneDomainOut(Partitioner):
     label when every class has more than 2 samples), so seeds only change which 'in' samples are labelled."""
 
     name = "leave_one_domain_out"
-    default_options = {"holdout_fraction": 0.2, "holdout_split": "seeded", "target_labelled": 0.1}
     options_schema = {
-        "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-        "holdout_split": {"enum": ["seeded", "flamby"], "description": "seeded: in/out drawn per seed (DomainBed); flamby: one fixed stratified split per domain (FLamby)"},
+        "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.2},
+        "holdout_split": {"enum": ["seeded", "flamby"], "description": "seeded: in/out drawn per seed (DomainBed); flamby: one fixed stratified split per domain (FLamby)", "default": "seeded"},
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
-            "description": "labelled target samples: a count (an integer) or a fraction of the target's 'in' split (a float <= 1; 1.0 = all)",
+            "description": "labelled target samples: a count (an integer) or a fraction of the target's 'in' split (a float <= 1; 1.0 = all)", "default": 0.1,
         },
         "target_labelled_overrides": {
             "type": "object",
@@ -198,19 +202,18 @@ class LeaveOneDomainOut(Partitioner):
         )
 
 
-@PARTITIONERS.register("labelled_target")
+@PARTITIONERS.register
 class LabelledTarget(Partitioner):
     """Every non-target domain is one source client that trains on all of it; the target labels
     `target_labelled` samples (a count, or a fraction of the domain; drawn with the seed) and is tested on
     all the others. No target sample is unlabelled-only (the weakly-supervised paper's Amazon protocol)."""
 
     name = "labelled_target"
-    default_options = {"target_labelled": 400}
     options_schema = {
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
-            "description": "labelled target samples: a count (an integer) or a fraction of the target domain (a float < 1)",
+            "description": "labelled target samples: a count (an integer) or a fraction of the target domain (a float < 1)", "default": 400,
         },
     }
 
@@ -252,7 +255,7 @@ def flamby_split(labels: np.ndarray, test_fraction: float) -> tuple[np.ndarray, 
 _SHIFT_TARGET = re.compile(r"^(?P<source>s\d+)-n(?P<size>\d+)$")
 
 
-@PARTITIONERS.register("shift_and_subsample")
+@PARTITIONERS.register
 class ShiftAndSubsample(Partitioner):
     """The synthetic theory check: one source domain `s<k>` and a target subsample of size n, named
     "s<k>-n<n>". The target domain is split into a test set (test_fraction) and a training pool whose
@@ -260,10 +263,9 @@ class ShiftAndSubsample(Partitioner):
     domains that are not the chosen source are left out."""
 
     name = "shift_and_subsample"
-    default_options = {"test_fraction": 0.2, "target_sizes": [14, 27, 49, 90, 164, 299, 546, 994, 1810]}
     options_schema = {
-        "test_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-        "target_sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1},
+        "test_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.2},
+        "target_sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1, "default": [14, 27, 49, 90, 164, 299, 546, 994, 1810]},
     }
 
     def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
@@ -334,7 +336,7 @@ def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.
     return [np.sort(np.concatenate(p)) if p else np.array([], dtype=np.int64) for p in parts]
 
 
-@PARTITIONERS.register("feature_noise")
+@PARTITIONERS.register
 class FeatureNoise(Partitioner):
     """Noisy features (FedGP paper): the `train` domain split into `clients` clients (the last is the
     target) iid or by label; Gaussian noise of std s added to the target's inputs only. Targets are named
@@ -345,14 +347,13 @@ class FeatureNoise(Partitioner):
     the weakly-supervised paper); `split` (default) deals the target its share like any client."""
 
     name = "feature_noise"
-    default_options = {"clients": 10, "split": "iid", "target_share": "split", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
     options_schema = {
-        "clients": {"type": "integer", "minimum": 2, "description": "sources + 1 target"},
-        "split": {"type": "string", "pattern": "^(iid|label[0-9]+)$", "description": "iid or label<k> (k classes per client)"},
-        "target_share": {"enum": ["split", "iid"], "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn first (every class)"},
-        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "description": "count (integer) or fraction of the target's partition (float <= 1)"},
-        "target_test": {"enum": ["test_domain", "rest"]},
-        "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)"},
+        "clients": {"type": "integer", "minimum": 2, "description": "sources + 1 target", "default": 10},
+        "split": {"type": "string", "pattern": "^(iid|label[0-9]+)$", "description": "iid or label<k> (k classes per client)", "default": "iid"},
+        "target_share": {"enum": ["split", "iid"], "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn first (every class)", "default": "split"},
+        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "description": "count (integer) or fraction of the target's partition (float <= 1)", "default": 100},
+        "target_test": {"enum": ["test_domain", "rest"], "default": "test_domain"},
+        "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)", "default": "fixed"},
     }
 
     def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
@@ -402,7 +403,7 @@ class FeatureNoise(Partitioner):
 _ETA_TARGET = re.compile(r"^eta(?P<eta>\d+(\.\d+)?)$")
 
 
-@PARTITIONERS.register("label_shift")
+@PARTITIONERS.register
 class LabelShift(Partitioner):
     """Label shift (FedGP paper): the `train` domain's classes split into a minority group (default
     {8, 6, 9}) and the rest. The sources share, iid, a fraction η of the minority group and 1 − η of the
@@ -411,11 +412,10 @@ class LabelShift(Partitioner):
 
     name = "label_shift"
     # FedGP paper: classes {8, 6, 9} against the other 7; 10 clients; the target trains on 15% of its data.
-    default_options = {"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15}
     options_schema = {
-        "clients": {"type": "integer", "minimum": 2},
-        "minority_classes": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True},
-        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "clients": {"type": "integer", "minimum": 2, "default": 10},
+        "minority_classes": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True, "default": [8, 6, 9]},
+        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.15},
     }
 
     def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:

@@ -61,7 +61,7 @@ RAW_DATASETS: Registry[RawDataset] = Registry("raw dataset")
 
 
 def register(raw: RawDataset) -> RawDataset:
-    RAW_DATASETS.register(raw.name)(raw)
+    RAW_DATASETS.register(raw)
     return raw
 
 

@@ -29,7 +29,7 @@ def _rbf_outputs(x: np.ndarray, centres: np.ndarray, widths: np.ndarray, mixing:
     return np.exp(-np.maximum(squared_distances, 0.0) / widths[None, :]) @ mixing.T + bias
 
 
-@DATASETS.register("synthetic_regression")
+@DATASETS.register
 class SyntheticRegression(DatasetSource):
     name = "synthetic_regression"
     task = "regression"
@@ -38,28 +38,20 @@ class SyntheticRegression(DatasetSource):
     partitioner = "shift_and_subsample"
     model = "sigmoid_mlp"
     options_schema = {
-        "samples_per_domain": {"type": "integer", "minimum": 100},
-        "input_dim": {"type": "integer", "minimum": 1},
-        "output_dim": {"type": "integer", "minimum": 1},
-        "mixture_components": {"type": "integer", "minimum": 1},
-        "basis_functions": {"type": "integer", "minimum": 1},
+        "samples_per_domain": {"type": "integer", "minimum": 100, "default": 5000},  # appendix B: each dataset has 5000 points
+        "input_dim": {"type": "integer", "minimum": 1, "default": 50},
+        "output_dim": {"type": "integer", "minimum": 1, "default": 10},
+        "mixture_components": {"type": "integer", "minimum": 1, "default": 10},
+        "basis_functions": {"type": "integer", "minimum": 1, "default": 100},
         "shift_levels": {
             "type": "array",
             "items": {"type": "number", "minimum": 0},
             "minItems": len(DEFAULT_SHIFT_LEVELS),
             "maxItems": len(DEFAULT_SHIFT_LEVELS),
             "description": "shift s_k of source domain s<k> (one per source domain)",
+            "default": list(DEFAULT_SHIFT_LEVELS),
         },
-        "seed": {"type": "integer", "minimum": 0},
-    }
-    default_options = {
-        "samples_per_domain": 5000,  # appendix B: each dataset has 5000 points
-        "input_dim": 50,
-        "output_dim": 10,
-        "mixture_components": 10,
-        "basis_functions": 100,
-        "shift_levels": list(DEFAULT_SHIFT_LEVELS),
-        "seed": 0,
+        "seed": {"type": "integer", "minimum": 0, "default": 0},
     }
     # Full-batch gradient steps, one per round, per-tensor rules, 300 rounds, as the published theory check.
     # Its server applies momentum 0.9 to the aggregate with the step size applied twice (0.2 x 0.2): with

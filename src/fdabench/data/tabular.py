@@ -32,7 +32,7 @@ def heart_auxiliary(name: str, table) -> np.ndarray:
     raise ValueError(f"unknown auxiliary label {name!r}")
 
 
-@DATASETS.register("fed_heart")
+@DATASETS.register
 class FedHeart(DatasetSource):
     """UCI Heart Disease, label = num > 0 (heart disease), one domain per centre.
 
@@ -50,11 +50,10 @@ class FedHeart(DatasetSource):
     model = "mlp"
     AUXILIARY_CLASSES = {"sex": 2, "age_decade": len(AGE_DECADES) + 1}
     options_schema = {
-        "rows": {"enum": ["flamby", "all"], "description": "flamby: FLamby's rows and features (complete rows, one-hot cp/restecg); all: every row, raw columns with NaN"},
+        "rows": {"enum": ["flamby", "all"], "description": "flamby: FLamby's rows and features (complete rows, one-hot cp/restecg); all: every row, raw columns with NaN", "default": "flamby"},
         "auxiliary": {"type": "array", "items": {"enum": ["sex", "age_decade"]}, "uniqueItems": True,
-                      "description": "features turned into auxiliary labels (and removed from the inputs)"},
+                      "description": "features turned into auxiliary labels (and removed from the inputs)", "default": []},
     }
-    default_options = {"rows": "flamby", "auxiliary": []}
     default_train = {
         "model": "mlp",
         "model_options": {"hidden": []},  # FedGP paper, Fed-Heart: a one-layer network

@@ -39,7 +39,7 @@ def _torchvision_grey(source: DatasetSource, raw_name: str, raw_root: str | None
     return PreparedDataset(source.name, source.task, 10, (1, 28, 28), domains, meta={"options": options})
 
 
-@DATASETS.register("fashion_mnist")
+@DATASETS.register
 class FashionMNIST(DatasetSource):
     """Fashion-MNIST's 60,000 training and 10,000 test images as the domains `train` and `test`."""
 
@@ -58,7 +58,7 @@ class FashionMNIST(DatasetSource):
         return _torchvision_grey(self, "FashionMNIST", raw_root, options)
 
 
-@DATASETS.register("mnist")
+@DATASETS.register
 class MNIST(DatasetSource):
     """MNIST's 60,000 training and 10,000 test images as the domains `train` and `test`.
 
@@ -84,7 +84,7 @@ class MNIST(DatasetSource):
         return _torchvision_grey(self, "MNIST", raw_root, options)
 
 
-@DATASETS.register("cifar10")
+@DATASETS.register
 class CIFAR10(DatasetSource):
     """CIFAR-10's 50,000 training and 10,000 test images as the domains `train` and `test`."""
 
@@ -108,7 +108,7 @@ class CIFAR10(DatasetSource):
         return PreparedDataset(self.name, self.task, 10, (3, 32, 32), domains, meta={"options": options})
 
 
-@DATASETS.register("colored_mnist")
+@DATASETS.register
 class ColoredMNIST(DatasetSource):
     """DomainBed's ColoredMNIST: MNIST's 70,000 images shuffled and dealt round robin into three
     environments; images subsampled 2x to 14x14; label = digit < 5 flipped with probability 0.25; a colour
@@ -121,11 +121,10 @@ class ColoredMNIST(DatasetSource):
     raw_datasets = ("MNIST",)
     model = "mnist_cnn"
     options_schema = {
-        "label_noise": {"type": "number", "minimum": 0, "maximum": 1},
-        "seed": {"type": "integer", "minimum": 0},
-        "samples_per_environment": {"type": ["integer", "null"], "minimum": 10, "description": "subsample each environment (null: all ~23,333) for CPU budgets"},
+        "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.25},
+        "seed": {"type": "integer", "minimum": 0, "default": 0},
+        "samples_per_environment": {"type": ["integer", "null"], "minimum": 10, "description": "subsample each environment (null: all ~23,333) for CPU budgets", "default": None},
     }
-    default_options = {"label_noise": 0.25, "seed": 0, "samples_per_environment": None}
     # DESIGN.md §3: target labelled = 0.1% of its 'in' split; source lr 1e-3, target lr = source lr / 5.
     default_train = {
         "model": "mnist_cnn",

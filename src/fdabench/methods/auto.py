@@ -30,20 +30,12 @@ class AutoWeighted(RoundLoopMethod):
     target_receives_source_updates = True
     logs_betas = True
     hparams_schema = {
-        "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
-        "estimation": {"enum": ["local_steps", "gradient_batches"], "description": "what the per-batch target updates G_b are"},
-        "estimation_batch_size": {"type": "integer", "minimum": 1, "description": "batch size of gradient_batches estimation"},
-        "recompute": {"enum": ["every_round", "once"]},
-        "lr_decay_after_warmup": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)"},
-        "target_batch_size": {"type": ["integer", "null"], "minimum": 1, "description": "target batch size in FDA rounds (null: the experiment's); small batches give more G_b"},
-    }
-    default_hparams = {
-        "scale_alignment": "steps_and_lr",
-        "estimation": "local_steps",
-        "estimation_batch_size": 2,  # FedGP appendix B estimates with batches of 2
-        "recompute": "every_round",
-        "lr_decay_after_warmup": 1.0,
-        "target_batch_size": None,
+        "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
+        "estimation": {"enum": ["local_steps", "gradient_batches"], "description": "what the per-batch target updates G_b are", "default": "local_steps"},
+        "estimation_batch_size": {"type": "integer", "minimum": 1, "description": "batch size of gradient_batches estimation", "default": 2},
+        "recompute": {"enum": ["every_round", "once"], "default": "every_round"},
+        "lr_decay_after_warmup": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)", "default": 1.0},
+        "target_batch_size": {"type": ["integer", "null"], "minimum": 1, "description": "target batch size in FDA rounds (null: the experiment's); small batches give more G_b", "default": None},
     }
 
     def __init__(self, hparams: dict[str, Any] | None = None):
@@ -128,7 +120,7 @@ def auto_log(rule: str, betas: torch.Tensor, estimates: dict[str, torch.Tensor])
     }
 
 
-@METHODS.register("fedda_auto")
+@METHODS.register
 class FedDAAuto(AutoWeighted):
     """FedDA with β_i = σ̂² / (σ̂² + d̂_i²) every round."""
 
@@ -140,21 +132,20 @@ class FedDAAuto(AutoWeighted):
         return fedda(inputs.target_update, inputs.source_updates, betas, inputs.source_counts, layer_sizes=inputs.layer_sizes)
 
 
-@METHODS.register("fedgp_auto")
+@METHODS.register
 class FedGPAuto(AutoWeighted):
     """FedGP with β_i = σ̂² / (σ̂² + τ²d̂_i²) every round."""
 
     name = "fedgp_auto"
     description = "FedGP with per-source β minimising the estimated Delta error"
     rule = "fedgp"
-    hparams_schema = {**AutoWeighted.hparams_schema, "mode": {"enum": ["projection", "cosine_scaled"]}}
-    default_hparams = {**AutoWeighted.default_hparams, "mode": "projection"}
+    hparams_schema = {**AutoWeighted.hparams_schema, "mode": {"enum": ["projection", "cosine_scaled"], "default": "projection"}}
 
     def combine(self, inputs, betas):
         return combine_fedgp(inputs, betas, self.hparams["mode"], self.hparams["scale_alignment"])
 
 
-@METHODS.register("fedgp_auto_threshold")
+@METHODS.register
 class FedGPAutoThreshold(FedGPAuto):
     """FedGP with the thresholded β_i = σ̂² / (σ̂² + δ'_i τ²d̂_i² + (1 − δ'_i) ‖ḡ‖²)."""
 

@@ -18,7 +18,7 @@ from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.protocol import Aggregate, RoundInputs, TargetContext
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
-from fdabench.registry import Registry
+from fdabench.registry import Registry, derive_defaults
 
 __all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "TargetContext", "get_method"]
 
@@ -32,9 +32,14 @@ class Method(ABC):
     uses_unlabelled_target: ClassVar[bool] = False
     #: whether the method chooses β per source and round itself (its rounds log `betas`; plotted per source)
     logs_betas: ClassVar[bool] = False
-    #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`).
+    #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`), each with its
+    #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        derive_defaults(cls, "hparams_schema", "default_hparams")
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         unknown = set(hparams or {}) - set(self.hparams_schema)

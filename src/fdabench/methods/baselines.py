@@ -7,7 +7,7 @@ from fdabench.aggregation import fedavg
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 
 
-@METHODS.register("source_only")
+@METHODS.register
 class SourceOnly(RoundLoopMethod):
     """FedAvg over the sources only (θ += Σ w_i g_i); the target never trains. The warm-up rounds of the
     FDA methods come first here too (FedAvg as well), so source_only runs warmup_rounds + rounds FedAvg
@@ -23,7 +23,7 @@ class SourceOnly(RoundLoopMethod):
         return Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
 
 
-@METHODS.register("target_only")
+@METHODS.register
 class TargetOnly(RoundLoopMethod):
     """The target trains alone on its labelled samples (θ += g_T)."""
 
@@ -35,7 +35,7 @@ class TargetOnly(RoundLoopMethod):
         return Aggregate(inputs.target_update)
 
 
-@METHODS.register("warmup_target_only")
+@METHODS.register
 class WarmupTargetOnly(TargetOnly):
     """The FedAvg warm-up rounds over the sources, then the target alone (θ += g_T): FedDA/FedGP with β = 0.
     The published Target Only rows of the FedGP paper ran this way (its code always starts with 2 FedAvg
@@ -49,7 +49,7 @@ class WarmupTargetOnly(TargetOnly):
     warmup = True
 
 
-@METHODS.register("oracle")
+@METHODS.register
 class Oracle(TargetOnly):
     """The target trains alone on all of its training samples, every one labelled (an upper reference)."""
 

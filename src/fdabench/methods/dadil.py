@@ -44,42 +44,24 @@ FLOAT_BYTES = 4  # atoms travel as float32
 LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewhere (softmax ≈ 0.94 with 10 classes)
 
 HPARAMS_SCHEMA: dict[str, Any] = {
-    "atoms": {"type": "integer", "minimum": 1, "description": "K, the number of atoms"},
-    "support_size": {"type": "integer", "minimum": 1, "description": "n, points per atom (classes assigned round robin)"},
-    "label_weight": {"type": "number", "minimum": 0, "description": "β of the cost ‖x − x'‖² + β‖y − y'‖²"},
-    "local_steps": {"type": "integer", "minimum": 1, "description": "E, a client's local steps per round"},
-    "batch_size": {"type": "integer", "minimum": 1, "description": "mini-batch size drawn from the client's data and from each atom"},
-    "atom_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of atom features and label logits"},
-    "alpha_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of the barycentric coordinates"},
-    "barycentre_iterations": {"type": "integer", "minimum": 1, "description": "fixed-point iterations of each barycentre"},
-    "rounds": {"type": ["integer", "null"], "minimum": 1, "description": "dictionary rounds (null: the experiment's train.rounds)"},
-    "encoder": {"enum": ["auto", "identity", "fedavg"], "description": "stage 1; auto: identity for feature-vector inputs, else FedAvg"},
-    "encoder_rounds": {"type": ["integer", "null"], "minimum": 1, "description": "FedAvg rounds of the encoder (null: train.rounds)"},
-    "normalise_features": {"type": "boolean", "description": "scale every encoded sample to unit L2 norm"},
-    "atom_init_std": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "std of the atoms' initial features (null: 1/sqrt(d))"},
-    "classifier_hidden": {"type": "array", "items": {"type": "integer", "minimum": 1}, "description": "hidden widths of the target classifier(s); [] = linear"},
-    "classifier_steps": {"type": "integer", "minimum": 1, "description": "full-batch Adam steps of each classifier"},
-    "classifier_lr": {"type": "number", "exclusiveMinimum": 0},
+    "atoms": {"type": "integer", "minimum": 1, "description": "K, the number of atoms", "default": 4},
+    "support_size": {"type": "integer", "minimum": 1, "description": "n, points per atom (classes assigned round robin)", "default": 200},
+    "label_weight": {"type": "number", "minimum": 0, "description": "β of the cost ‖x − x'‖² + β‖y − y'‖²", "default": 1.0},
+    "local_steps": {"type": "integer", "minimum": 1, "description": "E, a client's local steps per round", "default": 10},
+    "batch_size": {"type": "integer", "minimum": 1, "description": "mini-batch size drawn from the client's data and from each atom", "default": 100},
+    "atom_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of atom features and label logits", "default": 0.01},
+    "alpha_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of the barycentric coordinates", "default": 0.01},
+    "barycentre_iterations": {"type": "integer", "minimum": 1, "description": "fixed-point iterations of each barycentre", "default": 3},
+    "rounds": {"type": ["integer", "null"], "minimum": 1, "description": "dictionary rounds (null: the experiment's train.rounds)", "default": 30},
+    "encoder": {"enum": ["auto", "identity", "fedavg"], "description": "stage 1; auto: identity for feature-vector inputs, else FedAvg", "default": "auto"},
+    "encoder_rounds": {"type": ["integer", "null"], "minimum": 1, "description": "FedAvg rounds of the encoder (null: train.rounds)", "default": None},
+    "normalise_features": {"type": "boolean", "description": "scale every encoded sample to unit L2 norm", "default": True},
+    "atom_init_std": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "std of the atoms' initial features (null: 1/sqrt(d))", "default": None},
+    "classifier_hidden": {"type": "array", "items": {"type": "integer", "minimum": 1}, "description": "hidden widths of the target classifier(s); [] = linear", "default": []},
+    "classifier_steps": {"type": "integer", "minimum": 1, "description": "full-batch Adam steps of each classifier", "default": 300},
+    "classifier_lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.01},
 }
 
-DEFAULT_HPARAMS: dict[str, Any] = {
-    "atoms": 4,
-    "support_size": 200,
-    "label_weight": 1.0,
-    "local_steps": 10,
-    "batch_size": 100,
-    "atom_lr": 1e-2,
-    "alpha_lr": 1e-2,
-    "barycentre_iterations": 3,
-    "rounds": 30,
-    "encoder": "auto",
-    "encoder_rounds": None,
-    "normalise_features": True,
-    "atom_init_std": None,
-    "classifier_hidden": [],
-    "classifier_steps": 300,
-    "classifier_lr": 1e-2,
-}
 
 
 @dataclass
@@ -205,7 +187,6 @@ class FedDaDiL(Method):
 
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
-    default_hparams: ClassVar[dict[str, Any]] = DEFAULT_HPARAMS
 
     def classify(self, atoms: AtomsMessage, alpha_target: Tensor, test_x: Tensor, seed: int) -> Tensor:
         """Class probabilities of the target's test samples."""
@@ -297,7 +278,7 @@ class FedDaDiL(Method):
         return model.features
 
 
-@METHODS.register("dadil_r")
+@METHODS.register
 class DaDiLR(FedDaDiL):
     """FedDaDiL, then DaDiL-R: a classifier trained on the target's reconstruction B(α_T; P)."""
 
@@ -316,7 +297,7 @@ class DaDiLR(FedDaDiL):
             return F.softmax(classifier.logits(test_x)[0], dim=1)
 
 
-@METHODS.register("dadil_e")
+@METHODS.register
 class DaDiLE(FedDaDiL):
     """FedDaDiL, then DaDiL-E: one classifier per atom, predictions weighted by α_T."""
 

@@ -10,15 +10,14 @@ from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMeth
 BETA_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1, "description": "weight of the source term"}
 
 
-@METHODS.register("fedda")
+@METHODS.register
 class FedDA(RoundLoopMethod):
     """FedDA: θ += Σ_i w_i [(1 − β) g_T + β g_i], after FedAvg warm-up rounds."""
 
     name = "fedda"
     description = "convex combination of the target update and each source update"
     warmup = True
-    hparams_schema = {"beta": BETA_SCHEMA}
-    default_hparams = {"beta": 0.5}
+    hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5}}
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         delta = fedda(inputs.target_update, inputs.source_updates, self.hparams["beta"], inputs.source_counts, layer_sizes=inputs.layer_sizes)
@@ -75,7 +74,7 @@ def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str) -> torc
     )
 
 
-@METHODS.register("fedgp")
+@METHODS.register
 class FedGP(RoundLoopMethod):
     """FedGP: θ += Σ_i w_i [(1 − β) g_T + β Proj⁺(g_T | g_i)] per layer, after FedAvg warm-up rounds.
 
@@ -87,11 +86,10 @@ class FedGP(RoundLoopMethod):
     description = "per-layer projection of the target update onto each source update, non-positive layers filtered"
     warmup = True
     hparams_schema = {
-        "beta": BETA_SCHEMA,
-        "mode": {"enum": ["projection", "cosine_scaled"], "description": "the definition or the published real-data variant"},
-        "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
+        "beta": {**BETA_SCHEMA, "default": 0.5},
+        "mode": {"enum": ["projection", "cosine_scaled"], "description": "the definition or the published real-data variant", "default": "projection"},
+        "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
     }
-    default_hparams = {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr"}
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         return Aggregate(combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"]))

@@ -17,7 +17,7 @@ from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, Round
 from fdabench.methods.baselines import SourceOnly
 
 
-@METHODS.register("fedprox")
+@METHODS.register
 class FedProx(RoundLoopMethod):
     """FedProx (Li et al. 2020): FedAvg over the sources (θ += Σ w_i g_i) where each source minimises its
     loss plus (μ/2)‖θ − θ^t‖² (Eq. 2) locally. As the FDA papers' baseline, the target does not train; the
@@ -26,8 +26,8 @@ class FedProx(RoundLoopMethod):
     name = "fedprox"
     description = "FedAvg over the sources with FedProx's proximal term in local training; evaluated on the target"
     target_split = None
-    hparams_schema = {"mu": {"type": "number", "minimum": 0, "description": "proximal coefficient μ"}}
-    default_hparams = {"mu": 0.01}  # from FedProx's grid {0.001, 0.01, 0.1, 1} (Li et al. 2020, §5)
+    # μ = 0.01 from FedProx's grid {0.001, 0.01, 0.1, 1} (Li et al. 2020, §5)
+    hparams_schema = {"mu": {"type": "number", "minimum": 0, "description": "proximal coefficient μ", "default": 0.01}}
 
     def local_proximal(self) -> Proximal | None:
         return Proximal(self.hparams["mu"]) if self.hparams["mu"] > 0 else None
@@ -36,7 +36,7 @@ class FedProx(RoundLoopMethod):
         return Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
 
 
-@METHODS.register("finetune_offline")
+@METHODS.register
 class FinetuneOffline(Method):
     """Finetune_Offline: `source_only` (FedAvg over the sources) for the whole round budget, then the target
     fine-tunes the final global model alone on its labelled samples, one record (phase "finetune") per
@@ -50,11 +50,10 @@ class FinetuneOffline(Method):
         "finetune_epochs": {
             "type": ["integer", "null"],
             "minimum": 0,
-            "description": "target fine-tuning epochs after FedAvg (null: rounds x target_local_epochs, the target's epochs in an FDA run)",
+            "description": "target fine-tuning epochs after FedAvg (null: rounds x target_local_epochs, the target's epochs in an FDA run)", "default": None,
         },
-        "head_only": {"type": "boolean", "description": "fine-tune only the last linear layer (head)"},
+        "head_only": {"type": "boolean", "description": "fine-tune only the last linear layer (head)", "default": False},
     }
-    default_hparams = {"finetune_epochs": None, "head_only": False}
 
     def finetune_epochs(self, settings) -> int:
         epochs = self.hparams["finetune_epochs"]

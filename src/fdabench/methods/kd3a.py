@@ -121,7 +121,7 @@ def train_on_knowledge(
     return space.get() - start
 
 
-@METHODS.register("kd3a")
+@METHODS.register
 class KD3A(Method):
     """KD3A: knowledge vote, consensus focus, BatchNorm statistics in the weighted average, mixup (see the
     module docstring). Its BatchNorm MMD alignment term is not included."""
@@ -130,13 +130,12 @@ class KD3A(Method):
     description = "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data (100% of its training inputs)"
     uses_unlabelled_target = True
     hparams_schema = {
-        "gate_start": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the first round"},
-        "gate_end": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the last round"},
-        "mixup_alpha": {"type": "number", "minimum": 0, "description": "mixup λ ~ Beta(a, a); 0 turns mixup off"},
-        "consensus_focus": {"type": "boolean", "description": "source weights by consensus focus (false: by sample count)"},
+        "gate_start": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the first round", "default": 0.8},
+        "gate_end": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the last round", "default": 0.95},
+        "mixup_alpha": {"type": "number", "minimum": 0, "description": "mixup λ ~ Beta(a, a); 0 turns mixup off", "default": 0.2},
+        "consensus_focus": {"type": "boolean", "description": "source weights by consensus focus (false: by sample count)", "default": True},
     }
     # KD3A: gate 0.8 → 0.95; mixup a = 0.2 (the mixup paper's ImageNet setting)
-    default_hparams = {"gate_start": 0.8, "gate_end": 0.95, "mixup_alpha": 0.2, "consensus_focus": True}
 
     def run(self, problem, settings, seed, device, on_round=None):
 

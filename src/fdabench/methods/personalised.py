@@ -115,7 +115,7 @@ class PersonalisedMethod(Method):
         return evaluate(federation.model, problem.target_test, problem.task, batch_size)
 
 
-@METHODS.register("ditto")
+@METHODS.register
 class Ditto(PersonalisedMethod):
     """Ditto (Li et al. 2021): FedAvg of the global model w over all clients; the target also trains a
     personal model v, kept across rounds, on its loss plus (λ/2)‖v − w^t‖² (Eq. 2) towards the global
@@ -123,8 +123,8 @@ class Ditto(PersonalisedMethod):
 
     name = "ditto"
     description = "personalised FL: the target's personal model is pulled towards the global model (penalty λ)"
-    hparams_schema = {"penalty": {"type": "number", "minimum": 0, "description": "λ of the penalty (λ/2)‖v − w‖²"}}
-    default_hparams = {"penalty": 1.0}  # Ditto paper's default λ
+    # λ = 1: the Ditto paper's default
+    hparams_schema = {"penalty": {"type": "number", "minimum": 0, "description": "λ of the penalty (λ/2)‖v − w‖²", "default": 1.0}}
 
     def start(self, federation, global_params):
         self.personal = global_params.clone()
@@ -193,7 +193,7 @@ def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Ten
     return torch.cat([theta[:, :, :dim].reshape(clients, -1), theta[:, :, dim]], dim=1) - starts
 
 
-@METHODS.register("fedrep")
+@METHODS.register
 class FedRep(PersonalisedMethod):
     """FedRep (Collins et al. 2021): the body (`features`) is shared, every client keeps its own head. Each
     round a client trains its head for `head_epochs` with the received body frozen, then the body for
@@ -204,11 +204,11 @@ class FedRep(PersonalisedMethod):
 
     name = "fedrep"
     description = "personalised FL: shared body averaged by the server, a local head per client"
+    # the FedRep paper: 10 head epochs, 1 body epoch
     hparams_schema = {
-        "head_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the head per round (body frozen)"},
-        "body_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the body per round (head frozen)"},
+        "head_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the head per round (body frozen)", "default": 10},
+        "body_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the body per round (head frozen)", "default": 1},
     }
-    default_hparams = {"head_epochs": 10, "body_epochs": 1}  # FedRep paper: 10 head epochs, 1 body epoch
 
     def start(self, federation, global_params):
         has_body = any(name.startswith("features.") for name in federation.space.layer_names)
@@ -261,7 +261,7 @@ class FedRep(PersonalisedMethod):
         return torch.cat([global_params[: self.body_size], self.heads[federation.target_index]])
 
 
-@METHODS.register("apfl")
+@METHODS.register
 class APFL(PersonalisedMethod):
     """APFL (Deng et al. 2020), fixed α: every client trains its copy w of the global model as in FedAvg;
     the target also keeps a local model v and, on the same batches, steps v along
@@ -271,8 +271,8 @@ class APFL(PersonalisedMethod):
 
     name = "apfl"
     description = "personalised FL: the target's model mixes a local model and the global model (weight α on the local one)"
-    hparams_schema = {"alpha": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight α of the local model in v̄ = α v + (1 − α) w"}}
-    default_hparams = {"alpha": 0.5}  # the APFL paper's mixing α = 0.5
+    # α = 0.5: the APFL paper's mixing weight
+    hparams_schema = {"alpha": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight α of the local model in v̄ = α v + (1 − α) w", "default": 0.5}}
 
     def start(self, federation, global_params):
         self.personal = global_params.clone()
@@ -321,7 +321,7 @@ def knn_probabilities(query: Tensor, store: Tensor, store_labels: Tensor, num_cl
     return torch.zeros(query.shape[0], num_classes, dtype=weights.dtype, device=query.device).scatter_add_(1, store_labels[index], weights)
 
 
-@METHODS.register("knn_per")
+@METHODS.register
 class KNNPer(PersonalisedMethod):
     """kNN-Per (Marfoq et al. 2022): FedAvg of one global model over all clients; the target stores the
     global body's features of its labelled samples and predicts p = λ p_kNN + (1 − λ) p_global
@@ -330,12 +330,12 @@ class KNNPer(PersonalisedMethod):
 
     name = "knn_per"
     description = "personalised FL: the global model's prediction interpolated with a kNN over the target's stored features"
+    # k = 10: the kNN-Per paper
     hparams_schema = {
-        "neighbours": {"type": "integer", "minimum": 1, "description": "k nearest stored samples"},
-        "interpolation": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight λ of the kNN distribution"},
-        "temperature": {"type": "number", "exclusiveMinimum": 0, "description": "T in exp(−distance / T)"},
+        "neighbours": {"type": "integer", "minimum": 1, "description": "k nearest stored samples", "default": 10},
+        "interpolation": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight λ of the kNN distribution", "default": 0.5},
+        "temperature": {"type": "number", "exclusiveMinimum": 0, "description": "T in exp(−distance / T)", "default": 1.0},
     }
-    default_hparams = {"neighbours": 10, "interpolation": 0.5, "temperature": 1.0}  # kNN-Per paper: k = 10
 
     def run(self, problem, settings, seed, device, on_round=None):
         if problem.task != "classification":

@@ -53,11 +53,11 @@ class WeaklySupervised(RoundLoopMethod):
     source loss, and the split of every aggregate into the shared part and the auxiliary heads."""
 
     uses_auxiliary = False
+    # α = 1: the healthcare paper
     hparams_schema = {
-        "auxiliary": {"type": ["array", "null"], "items": {"type": "string"}, "description": "auxiliary labels to train on (null: all the data carry)"},
-        "alpha": {"type": "number", "minimum": 0, "description": "weight of the auxiliary losses"},
+        "auxiliary": {"type": ["array", "null"], "items": {"type": "string"}, "description": "auxiliary labels to train on (null: all the data carry)", "default": None},
+        "alpha": {"type": "number", "minimum": 0, "description": "weight of the auxiliary losses", "default": 1.0},
     }
-    default_hparams = {"auxiliary": None, "alpha": 1.0}  # the healthcare paper's α = 1
 
     def prepare_model(self, model, problem):
         if not self.uses_auxiliary or self.hparams["alpha"] == 0:
@@ -105,13 +105,14 @@ class _FinetuneAggregate(WeaklySupervised):
 class _ProjectedAggregate(WeaklySupervised):
     hparams_schema = {
         **WeaklySupervised.hparams_schema,
-        "beta": {**BETA_SCHEMA, "description": "weight of the source (projected) term, as the authors' code; the paper's Eq. 7/9 weight the target term"},
-        "mode": {"enum": ["cosine_scaled", "projection"], "description": "cosine_scaled: the published code; projection: FedGP's definition"},
-        "scale_alignment": SCALE_ALIGNMENT_SCHEMA,
-        "averaging_rounds": {"type": "integer", "minimum": 0, "description": "first rounds in which θ first moves to the sources' FedAvg and the target fine-tunes and projects from there (authors' code: 5)"},
+        "beta": {**BETA_SCHEMA, "description": "weight of the source (projected) term, as the authors' code; the paper's Eq. 7/9 weight the target term",
+                 "default": 0.5},
+        "mode": {"enum": ["cosine_scaled", "projection"], "description": "cosine_scaled: the published code; projection: FedGP's definition",
+                 "default": "cosine_scaled"},
+        "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
+        "averaging_rounds": {"type": "integer", "minimum": 0, "description": "first rounds in which θ first moves to the sources' FedAvg and the target fine-tunes and projects from there (authors' code: 5)",
+                             "default": 5},
     }
-    default_hparams = {**WeaklySupervised.default_hparams, "beta": 0.5, "mode": "cosine_scaled", "scale_alignment": "steps_and_lr",
-                       "averaging_rounds": 5}
 
     def _averaging(self, inputs: RoundInputs) -> bool:
         return inputs.round_index < self.hparams["averaging_rounds"]
@@ -133,30 +134,28 @@ class _ProjectedAggregate(WeaklySupervised):
         return Aggregate(torch.where(mask, frozen, delta) if mask.any() else delta)
 
 
-@METHODS.register("fedavg_finetune")
+@METHODS.register
 class FedAvgFinetune(_FinetuneAggregate):
     name = "fedavg_finetune"
     description = "FedAvg over the sources, then the target fine-tunes the aggregate every round"
     hparams_schema = {}
-    default_hparams = {}
 
 
-@METHODS.register("auxinfo")
+@METHODS.register
 class AuxInfo(_FinetuneAggregate):
     name = "auxinfo"
     description = "sources train auxiliary heads (L_main + α Σ L_aux); the target fine-tunes the aggregate on the main task"
     uses_auxiliary = True
 
 
-@METHODS.register("gp")
+@METHODS.register
 class GradientProjection(_ProjectedAggregate):
     name = "gp"
     description = "per-layer cosine-scaled projection of source updates onto the target's fine-tuning update"
     hparams_schema = {k: v for k, v in _ProjectedAggregate.hparams_schema.items() if k not in ("auxiliary", "alpha")}
-    default_hparams = {k: v for k, v in _ProjectedAggregate.default_hparams.items() if k not in ("auxiliary", "alpha")}
 
 
-@METHODS.register("auxinfo_gp")
+@METHODS.register
 class AuxInfoGP(_ProjectedAggregate):
     name = "auxinfo_gp"
     description = "auxiliary heads on the sources plus gradient projection"

@@ -23,7 +23,7 @@ class BodyHead(nn.Module):
         return self.head(self.features(x))
 
 
-@MODELS.register("digits_cnn")
+@MODELS.register
 def digits_cnn(input_shape, num_outputs, width: int = 16) -> nn.Module:
     """DomainBed's MNIST CNN scaled to 8x8 inputs: three 3x3 convolutions with ReLU and GroupNorm(8),
     the second with stride 2, global average pooling, then a linear head."""
@@ -44,7 +44,7 @@ def digits_cnn(input_shape, num_outputs, width: int = 16) -> nn.Module:
     return BodyHead(features, 2 * width, num_outputs)
 
 
-@MODELS.register("mlp")
+@MODELS.register
 def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,)) -> nn.Module:
     """ReLU multi-layer perceptron for tabular and pre-extracted features."""
     layers: list[nn.Module] = [nn.Flatten()]
@@ -55,7 +55,7 @@ def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,)) -
     return BodyHead(nn.Sequential(*layers), width, num_outputs)
 
 
-@MODELS.register("sigmoid_mlp")
+@MODELS.register
 def sigmoid_mlp(input_shape, num_outputs, hidden: int = 100, init_scale: float = 0.5) -> nn.Module:
     """One hidden sigmoid layer (FedGP appendix B); weights ~ U(-init_scale, init_scale) as published."""
     model = BodyHead(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.Sigmoid()), hidden, num_outputs)

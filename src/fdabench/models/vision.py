@@ -27,17 +27,17 @@ def _lenet(input_shape, num_outputs) -> nn.Module:
     return BodyHead(features, 84, num_outputs)
 
 
-@MODELS.register("fmnist_cnn")
+@MODELS.register
 def fmnist_cnn(input_shape, num_outputs) -> nn.Module:
     return _lenet(input_shape, num_outputs)
 
 
-@MODELS.register("cifar_cnn")
+@MODELS.register
 def cifar_cnn(input_shape, num_outputs) -> nn.Module:
     return _lenet(input_shape, num_outputs)
 
 
-@MODELS.register("mnist_cnn")
+@MODELS.register
 def mnist_cnn(input_shape, num_outputs, width: int = 64) -> nn.Module:
     """DomainBed's MNIST_CNN: conv 64, 128 (stride 2), 128, 128, each ReLU + GroupNorm(8); average pool."""
     w = width
@@ -105,11 +105,11 @@ def _resnet(depth: int, input_shape, num_outputs, weights: str, freeze_batchnorm
     return cls(body, feature_dim, num_outputs)
 
 
-@MODELS.register("resnet18")
+@MODELS.register
 def resnet18(input_shape, num_outputs, weights: str = "imagenet", freeze_batchnorm: bool = True) -> nn.Module:
     return _resnet(18, input_shape, num_outputs, weights, freeze_batchnorm)
 
 
-@MODELS.register("resnet50")
+@MODELS.register
 def resnet50(input_shape, num_outputs, weights: str = "imagenet", freeze_batchnorm: bool = True) -> nn.Module:
     return _resnet(50, input_shape, num_outputs, weights, freeze_batchnorm)
