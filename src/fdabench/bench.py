@@ -1,5 +1,6 @@
-"""Benchmarks: aggregation and auto-weighting time against the memory-bandwidth floor, and the extra
-memory of streaming vs stored auto-weighting. Run with `fdabench bench aggregation` / `bench memory`.
+"""Benchmarks: aggregation and auto-weighting time against the memory-bandwidth floor, the extra memory
+of streaming vs stored auto-weighting, and the start-up cost of a training job with and without the fork
+server. Run with `fdabench bench aggregation` / `bench memory` / `bench startup`.
 
 The floor is the time to read the N + 1 updates once (a plain sum over them): no aggregation rule that
 looks at every coordinate of every update can be faster. Layer boundaries follow ResNet-18's 62
@@ -9,9 +10,11 @@ parameter tensors, scaled to m.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from typing import Any, Callable, Iterable
@@ -243,6 +246,48 @@ def memory_frame(count: int, m: int, batches: int):
     frame["live_plus_sources"] = frame["live_tensor_bytes"] + frame["N"] * frame["m"] * 4
     frame["extra_plus_sources"] = frame["extra_bytes"] + frame["N"] * frame["m"] * 4
     return frame
+
+
+def _startup_cell(directory: str, rounds: int) -> tuple[dict[str, Any], str, str]:
+    """A small embedded cell (colored digits, MLP, FedGP) prepared and partitioned in `directory`."""
+    from fdabench.config import validate_params
+
+    raw = {"suite": "bench", "data": {"root": directory}, "suites": {"bench": {"experiments": {"digits": {
+        "dataset": "colored_digits", "methods": ["fedgp"], "targets": ["+90"], "seeds": [0],
+        "partition": {"holdout_fraction": 0.2, "target_labelled": 48},
+        "train": {"model": "mlp", "model_options": {"hidden": [128]}, "rounds": rounds, "warmup_rounds": 1}}}}}}
+    params = validate_params(raw)
+    cell = next(params.cells())
+    prepared, partition = params.prepared_path("digits"), os.path.join(directory, "partition.json")
+    options = json.dumps(params.dataset_options("colored_digits", "digits"))
+    subprocess.run(["fdabench", "prepare", "--dataset", "colored_digits", "--options", options, "--output", prepared], check=True, capture_output=True)
+    subprocess.run(["fdabench", "partition", "--prepared", prepared, "--target=+90", "--seed", "0",
+                    "--options", json.dumps(params.partition_options("digits")), "--output", partition], check=True, capture_output=True)
+    return cell.config, prepared, partition
+
+
+def startup_rows(repeats: int, rounds: int = 2) -> list[dict[str, Any]]:
+    """Wall seconds of `fdabench train` on one small cell: in a fresh process each time (FDABENCH_FORKSERVER=0),
+    and through the fork server (its first job starts the server; the others find it warm)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        config, prepared, partition = _startup_cell(directory, rounds)
+        command = ["fdabench", "train", "--cell", json.dumps(config), "--prepared", prepared, "--partition", partition,
+                   "--output", os.path.join(directory, "cell.json")]
+        runtime = os.path.join(directory, "runtime")  # a private server for this benchmark
+        os.mkdir(runtime, 0o700)
+        for mode, server in (("fresh process", "0"), ("fork server", "1")):
+            environment = {**os.environ, "FDABENCH_FORKSERVER": server, "XDG_RUNTIME_DIR": runtime, "FDABENCH_FORKSERVER_IDLE": "30"}
+            for repeat in range(repeats + (server == "1")):
+                started = time.perf_counter()
+                subprocess.run(command, check=True, capture_output=True, env=environment)
+                seconds = time.perf_counter() - started
+                with open(os.path.join(directory, "cell.json")) as handle:
+                    result = json.load(handle)
+                phase = "server start" if server == "1" and repeat == 0 else "job"
+                rows.append({"mode": mode, "run": phase, "wall_s": seconds, "train_s": result["train_seconds"],
+                             "overhead_s": seconds - result["train_seconds"], "final": result["final"]})
+    return rows
 
 
 if __name__ == "__main__":

@@ -223,8 +223,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             torch.set_num_threads(args.threads)
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
         frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats, args.batches)
-    else:
+    elif args.what == "memory":
         frame = bench.memory_frame(args.sources[0], args.sizes[0], args.batches)
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(bench.startup_rows(args.repeats))
     print(frame.to_markdown(index=False, floatfmt=".4g"))
     if args.output:
         write_text_atomic(args.output, frame.to_csv(index=False))
@@ -316,8 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", required=True)
     p.set_defaults(handler=cmd_compare)
 
-    p = sub.add_parser("bench", help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory")
-    p.add_argument("what", choices=["aggregation", "memory"])
+    p = sub.add_parser("bench", help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job start-up")
+    p.add_argument("what", choices=["aggregation", "memory", "startup"])
     p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
     p.add_argument("--sizes", type=lambda v: int(float(v)), nargs="+", default=[100_000, 1_000_000, 11_689_512], help="update sizes m (1.1e7 is ResNet-18)")
     p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")

@@ -47,6 +47,7 @@ SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "PBS_JOBID", "
 #: what the server imports before it accepts jobs (torch._dynamo: what torch.optim's first optimiser imports)
 PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.runner")
 START_TIMEOUT_SECONDS = 120
+SOCKET_PATH_LIMIT = 104  # sun_path holds 108 bytes on Linux, 104 on macOS
 
 Handler = Callable[[list[str]], int]
 
@@ -132,6 +133,8 @@ def _connect() -> Connection:
     directory = _runtime_dir()
     key = server_key()
     path = directory / f"{key}.sock"
+    if len(os.fsencode(path)) >= SOCKET_PATH_LIMIT:
+        raise OSError(f"socket path {path} is too long for a Unix socket; set XDG_RUNTIME_DIR to a shorter directory")
     connection = _try_connect(path)
     if connection is not None:
         return connection
@@ -140,8 +143,9 @@ def _connect() -> Connection:
         connection = _try_connect(path)
         if connection is not None:
             return connection
-        with open(directory / f"{key}.log", "ab") as log:
-            subprocess.Popen(
+        log_path = directory / f"{key}.log"
+        with open(log_path, "ab") as log:
+            server = subprocess.Popen(
                 [sys.executable, "-m", "fdabench", "forkserver", str(path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             )
@@ -150,6 +154,8 @@ def _connect() -> Connection:
             connection = _try_connect(path)
             if connection is not None:
                 return connection
+            if server.poll() is not None:
+                raise OSError(f"the fork server exited with status {server.returncode} (log: {log_path})")
             time.sleep(0.05)
     raise TimeoutError(f"fork server did not start within {START_TIMEOUT_SECONDS}s (log: {directory / (key + '.log')})")
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fdabench.dictionary import barycentre, project_simplex, wasserstein_cost
-from fdabench.federation.optim import Adam
+from fdabench.federation.client import adam
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import round_record
 from fdabench.federation.rounds import build_cell_model, run_rounds
@@ -104,8 +104,8 @@ class DictionaryClient:
         labelled = self.y is not None
         logits = atoms.label_logits.clone().requires_grad_(labelled)
         alpha = self.alpha.clone().requires_grad_(True)
-        atom_optimizer = Adam([features, logits] if labelled else [features], lr=hparams["atom_lr"])
-        alpha_optimizer = Adam([alpha], lr=hparams["alpha_lr"])
+        atom_optimizer = adam([features, logits] if labelled else [features], lr=hparams["atom_lr"])
+        alpha_optimizer = adam([alpha], lr=hparams["alpha_lr"])
         atoms_count, support = features.shape[:2]
         batch = min(hparams["batch_size"], support)
         client_batch = min(hparams["batch_size"], len(self.x))
@@ -167,7 +167,7 @@ def train_classifiers(x: Tensor, soft_labels: Tensor, hidden: list[int], steps: 
     """One classifier per group g on (x[g], soft_labels[g]) ((G, m, d) and (G, m, C)), fitted by full-batch
     Adam on the soft-label cross-entropy −Σ_c y_c log p_c (mean over samples, summed over groups)."""
     classifiers = Classifiers(x.shape[0], x.shape[2], soft_labels.shape[2], hidden, torch.Generator().manual_seed(seed), x.device)
-    optimizer = Adam(classifiers.parameters(), lr=lr)
+    optimizer = adam(classifiers.parameters(), lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
         (-(soft_labels * F.log_softmax(classifiers.logits(x), dim=2)).sum(2).mean(1).sum()).backward()

@@ -1,0 +1,98 @@
+"""The fork server: a job run through it equals the same job in a fresh process; it stays off where a
+scheduler runs jobs; its key changes with the code and with any installed package."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from fdabench import forkserver
+from fdabench.bench import _startup_cell
+
+
+def _short_runtime_dir():
+    """A private runtime directory for the test's server (pytest's tmp paths are too long for a socket)."""
+    from pathlib import Path
+
+    directory = Path(tempfile.mkdtemp(prefix="fdb", dir="/tmp"))
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def _clean_runtime_dirs():
+    before = set(os.listdir("/tmp"))
+    yield
+    for name in set(os.listdir("/tmp")) - before:
+        if name.startswith("fdb"):
+            shutil.rmtree(os.path.join("/tmp", name), ignore_errors=True)
+
+
+def _comparable(path):
+    result = json.loads(open(path).read())
+    rounds = [{k: v for k, v in r.items() if k != "seconds"} for r in result["rounds"]]
+    return result["final"], result["finals"], rounds, result["config"]
+
+
+def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
+    config, prepared, partition = _startup_cell(str(tmp_path), rounds=2)
+    runtime = _short_runtime_dir()
+    outputs = {}
+    for server in ("0", "1", "1"):  # the second "1" finds the server warm
+        output = tmp_path / f"cell{len(outputs)}.json"
+        environment = {**os.environ, "FDABENCH_FORKSERVER": server, "XDG_RUNTIME_DIR": str(runtime), "FDABENCH_FORKSERVER_IDLE": "20"}
+        completed = subprocess.run(["fdabench", "train", "--cell", json.dumps(config), "--prepared", prepared, "--partition", partition,
+                                    "--output", str(output)], capture_output=True, text=True, env=environment)
+        assert completed.returncode == 0, completed.stderr
+        assert "running in-process" not in completed.stderr  # the server was used, not the fallback
+        outputs[len(outputs)] = _comparable(output)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert any(name.endswith(".sock") for name in os.listdir(runtime / f"fdabench-{os.getuid()}"))
+
+
+def test_a_failing_job_reports_its_exit_status_through_the_server(tmp_path):
+    runtime = _short_runtime_dir()
+    environment = {**os.environ, "FDABENCH_FORKSERVER": "1", "XDG_RUNTIME_DIR": str(runtime), "FDABENCH_FORKSERVER_IDLE": "20"}
+    cell = {"experiment": "e", "method": "m", "target": "t", "seed": 0}
+    completed = subprocess.run(["fdabench", "train", "--cell", json.dumps(cell), "--prepared", str(tmp_path / "missing"),
+                                "--partition", str(tmp_path / "missing.json"), "--output", str(tmp_path / "out.json")],
+                               capture_output=True, text=True, env=environment)
+    assert completed.returncode != 0 and "missing" in completed.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("variable", forkserver.SCHEDULER_VARIABLES)
+def test_off_where_a_scheduler_runs_the_jobs(monkeypatch, variable):
+    for name in forkserver.SCHEDULER_VARIABLES + (forkserver.ENABLE_VARIABLE, forkserver.IN_CHILD_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    assert forkserver.enabled()
+    monkeypatch.setenv(variable, "1234")
+    assert not forkserver.enabled()
+
+
+def test_off_when_asked_and_inside_a_job(monkeypatch):
+    for name in forkserver.SCHEDULER_VARIABLES + (forkserver.IN_CHILD_VARIABLE,):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(forkserver.ENABLE_VARIABLE, "0")
+    assert not forkserver.enabled()
+    monkeypatch.setenv(forkserver.ENABLE_VARIABLE, "1")
+    monkeypatch.setenv(forkserver.IN_CHILD_VARIABLE, "1")
+    assert not forkserver.enabled()
+
+
+def test_the_key_covers_every_installed_distribution(monkeypatch):
+    installed = forkserver.installed_distributions()
+    assert any(name.startswith("torch-") for name in installed) and any(name.lower().startswith("pot-") for name in installed)
+    key = forkserver.server_key()
+    assert forkserver.server_key() == key
+    monkeypatch.setattr(forkserver, "installed_distributions", lambda: [*installed, "numpy-99.0.dist-info"])
+    assert forkserver.server_key() != key
+
+
+def test_a_socket_path_too_long_falls_back_in_process_at_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 120)))
+    (tmp_path / ("x" * 120)).mkdir()
+    with pytest.raises(OSError, match="too long for a Unix socket"):
+        forkserver._connect()
