@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fdabench.aggregation import StreamingAutoWeights, auto_weights, fedgp
+from fdabench.config import validate_params
 
 RESNET18_PARAMETERS = 11_689_512
 
@@ -250,8 +251,6 @@ def memory_frame(count: int, m: int, batches: int):
 
 def _startup_cell(directory: str, rounds: int) -> tuple[dict[str, Any], str, str]:
     """A small embedded cell (colored digits, MLP, FedGP) prepared and partitioned in `directory`."""
-    from fdabench.config import validate_params
-
     raw = {"suite": "bench", "data": {"root": directory}, "suites": {"bench": {"experiments": {"digits": {
         "dataset": "colored_digits", "methods": ["fedgp"], "targets": ["+90"], "seeds": [0],
         "partition": {"holdout_fraction": 0.2, "target_labelled": 48},

@@ -23,6 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fdabench.io import read_json
+
 FORMAT = "fdabench.cell/1"
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")
 
@@ -59,8 +61,6 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
 
 def read_cell(path: str | Path) -> dict[str, Any]:
     """Read a finished cell; refuse anything that is not a complete cell of this format."""
-    from fdabench.io import read_json
-
     try:
         payload = read_json(path)
     except (OSError, ValueError) as error:

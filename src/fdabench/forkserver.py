@@ -83,12 +83,10 @@ def installed_distributions() -> list[str]:
 
 def server_key() -> str:
     """Changes whenever the interpreter, fdabench's files or any installed distribution change."""
-    import fdabench
-
     digest = hashlib.sha256(sys.executable.encode())
     for name in installed_distributions():
         digest.update(name.encode() + b"\0")
-    package = Path(fdabench.__file__).parent
+    package = Path(__file__).parent
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}".encode())

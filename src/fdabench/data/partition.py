@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fdabench.data.base import DatasetSource, PreparedDataset
+from fdabench.io import content_hash
 from fdabench.registry import Registry, derive_defaults
 
 
@@ -55,8 +56,6 @@ class Partition:
         return named + [("holdout", client) for client in self.holdout]
 
     def to_json(self, prepared: PreparedDataset) -> dict[str, Any]:
-        from fdabench.io import content_hash
-
         def entry(role: str, client: ClientIndices) -> dict[str, Any]:
             labels = prepared.domains[client.domain].y[client.indices]
             record: dict[str, Any] = {"role": role, "name": client.name, "domain": client.domain, "count": len(client.indices)}

@@ -1,30 +1,7 @@
 """Models in a name -> factory registry. Every model has `features` (the body) and `head` (the last
 linear layer), so methods that treat body and head differently never special-case an architecture."""
 
-from __future__ import annotations
+from fdabench.models import small, vision  # noqa: F401  (registers the models)
+from fdabench.models.base import MODELS, ModelFactory, build_model, resolved_model_options
 
-import inspect
-from typing import Any, Callable
-
-from torch import nn
-
-from fdabench.registry import Registry
-
-ModelFactory = Callable[..., nn.Module]
-MODELS: Registry[ModelFactory] = Registry("model")
-
-
-def build_model(name: str, input_shape: tuple[int, ...], num_outputs: int, **options: Any) -> nn.Module:
-    return MODELS.get(name)(tuple(input_shape), int(num_outputs), **options)
-
-
-def resolved_model_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments a model is built with: its factory's defaults overlaid with `options`."""
-    parameters = inspect.signature(MODELS.get(name)).parameters.values()
-    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-    return {**defaults, **options}
-
-
-from fdabench.models import small, vision  # noqa: E402,F401  (registers the models)
-
-__all__ = ["MODELS", "build_model", "resolved_model_options"]
+__all__ = ["MODELS", "ModelFactory", "build_model", "resolved_model_options"]

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from fdabench.models import MODELS
+from fdabench.models.base import MODELS
 
 
 class BodyHead(nn.Module):

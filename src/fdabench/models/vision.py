@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from fdabench.models import MODELS
+from fdabench.models.base import MODELS
 from fdabench.models.small import BodyHead
 
 

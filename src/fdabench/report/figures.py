@@ -8,6 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from fdabench.cells import read_cell
+from fdabench.io import atomic_path
 
 
 def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
@@ -34,8 +35,6 @@ def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
 
 
 def save_figure(figure, output: str | Path) -> None:
-    from fdabench.io import atomic_path
-
     with atomic_path(output) as tmp:
         figure.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
 

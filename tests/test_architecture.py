@@ -1,0 +1,115 @@
+"""The package's import graph: layers import downwards only, no module imports itself back through others,
+and fdabench modules import each other at the top of a module (except the CLI, which defers everything so
+that `--help` and data jobs start without torch). Every import counts, wherever it is written."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
+
+# Bottom to top. A module may import modules of its own layer or of lower layers.
+LAYERS = (
+    ("fdabench", "fdabench.errors", "fdabench.registry", "fdabench.io", "fdabench.paths", "fdabench.paper"),
+    ("fdabench.aggregation", "fdabench.dictionary", "fdabench.data", "fdabench.models"),
+    ("fdabench.federation",),
+    ("fdabench.methods", "fdabench.theory"),
+    ("fdabench.config", "fdabench.cells", "fdabench.runner", "fdabench.bench"),
+    ("fdabench.report",),
+    ("fdabench.forkserver", "fdabench.cli", "fdabench.__main__"),
+)
+# What the report may read: cell files and the published papers, never params or the registries.
+REPORT_MAY_IMPORT = ("fdabench.cells", "fdabench.io", "fdabench.paper", "fdabench.report")
+DEFERRED_IMPORTS_ALLOWED = ("fdabench.cli",)
+
+
+def _module_name(path: Path) -> str:
+    parts = ["fdabench", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _target(module: str, name: str | None) -> str:
+    """The module an import binds: `from fdabench import paths` imports the module fdabench.paths."""
+    if name is not None and f"{module}.{name}" in MODULES:
+        return f"{module}.{name}"
+    return module
+
+
+def _imports(module: str) -> list[tuple[str, bool]]:
+    """(imported fdabench module, whether the import sits inside a function or class body)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top_level = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) not in top_level) for alias in node.names if alias.name.split(".")[0] == "fdabench"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "fdabench" and node.level == 0:
+            found += [(_target(node.module, alias.name), id(node) not in top_level) for alias in node.names]
+    return found
+
+
+def _layer(module: str) -> int:
+    best = None
+    for index, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if module == prefix or (prefix != "fdabench" and module.startswith(prefix + ".")):
+                best = index
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of tests/test_architecture.py")
+    return best
+
+
+def _edges() -> set[tuple[str, str]]:
+    return {(module, imported) for module in MODULES for imported, _ in _imports(module) if imported != module}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for module, imported in _edges():
+        graph[module].add(imported)
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as error:
+        pytest.fail("import cycle: " + " -> ".join(error.args[1]))
+
+
+def test_layers_import_downwards_only():
+    upward = sorted((a, b) for a, b in _edges() if _layer(b) > _layer(a))
+    assert not upward, "upward imports: " + ", ".join(f"{a} -> {b}" for a, b in upward)
+
+
+def test_the_report_reads_cell_files_and_the_papers_only():
+    for module in MODULES:
+        if module.startswith("fdabench.report"):
+            for imported, _ in _imports(module):
+                assert imported.startswith(REPORT_MAY_IMPORT), f"{module} imports {imported}"
+
+
+def test_fdabench_imports_sit_at_the_top_of_modules():
+    deferred = [(module, imported) for module in MODULES if module not in DEFERRED_IMPORTS_ALLOWED
+                for imported, nested in _imports(module) if nested]
+    assert not deferred, deferred
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from fdabench.methods.base import METHODS\n", ["fdabench.methods.base"]),
+    ("from fdabench import paths\n", ["fdabench.paths"]),
+    ("def f():\n    from fdabench.cli import main\n", ["fdabench.cli"]),
+])
+def test_the_checker_sees_imports_wherever_they_are(tmp_path, monkeypatch, source, expected):
+    probe = tmp_path / "probe.py"
+    probe.write_text(source)
+    monkeypatch.setitem(MODULES, "fdabench.probe", probe)
+    assert [name for name, _ in _imports("fdabench.probe")] == expected
