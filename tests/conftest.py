@@ -45,7 +45,9 @@ def digits_problem(colored_digits):
     from fdabench.federation.problem import build_problem
 
     def build(target: str):
-        partition = get_partitioner("leave_one_domain_out").split(colored_digits, target, 0, {"holdout_fraction": 0.2, "target_labelled": 48})
+        partition = get_partitioner("leave_one_domain_out").split(
+            colored_digits, target, 0, {"holdout_fraction": 0.2, "target_labelled": 48}
+        )
         return build_problem(colored_digits, partition, "cpu")
 
     return build

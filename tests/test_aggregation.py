@@ -6,7 +6,6 @@ import torch
 from fdabench.aggregation import fedavg, fedda, fedgp, flatten_updates
 
 
-
 def test_fedavg_is_sample_weighted_mean():
     sources = torch.tensor([[1.0, 2.0], [3.0, 6.0]])
     assert torch.allclose(fedavg(sources, [1, 3]), torch.tensor([2.5, 5.0]))
@@ -90,7 +89,9 @@ def test_per_layer_and_flat_forms_agree():
     assert [layer.shape for layer in out_layers] == [torch.Size(shape) for shape in shapes]
     assert torch.allclose(torch.cat([layer.flatten() for layer in out_layers]), out_flat)
     out_fedda = fedda(target, sources, 0.3, [1, 2, 3])
-    assert torch.allclose(torch.cat([l.flatten() for l in out_fedda]), fedda(flat.target, flat.sources, 0.3, [1, 2, 3]))
+    assert torch.allclose(
+        torch.cat([layer.flatten() for layer in out_fedda]), fedda(flat.target, flat.sources, 0.3, [1, 2, 3])
+    )
 
 
 def test_zero_source_layer_is_filtered_not_nan():

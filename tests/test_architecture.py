@@ -49,8 +49,17 @@ def _imports(module: str) -> list[tuple[str, bool]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(alias.name, id(node) not in top_level) for alias in node.names if alias.name.split(".")[0] == "fdabench"]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "fdabench" and node.level == 0:
+            found += [
+                (alias.name, id(node) not in top_level)
+                for alias in node.names
+                if alias.name.split(".")[0] == "fdabench"
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "fdabench"
+            and node.level == 0
+        ):
             found += [(_target(node.module, alias.name), id(node) not in top_level) for alias in node.names]
     return found
 
@@ -98,16 +107,24 @@ def test_the_report_reads_cell_files_and_the_papers_only():
 
 
 def test_fdabench_imports_sit_at_the_top_of_modules():
-    deferred = [(module, imported) for module in MODULES if module not in DEFERRED_IMPORTS_ALLOWED
-                for imported, nested in _imports(module) if nested]
+    deferred = [
+        (module, imported)
+        for module in MODULES
+        if module not in DEFERRED_IMPORTS_ALLOWED
+        for imported, nested in _imports(module)
+        if nested
+    ]
     assert not deferred, deferred
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from fdabench.methods.base import METHODS\n", ["fdabench.methods.base"]),
-    ("from fdabench import paths\n", ["fdabench.paths"]),
-    ("def f():\n    from fdabench.cli import main\n", ["fdabench.cli"]),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from fdabench.methods.base import METHODS\n", ["fdabench.methods.base"]),
+        ("from fdabench import paths\n", ["fdabench.paths"]),
+        ("def f():\n    from fdabench.cli import main\n", ["fdabench.cli"]),
+    ],
+)
 def test_the_checker_sees_imports_wherever_they_are(tmp_path, monkeypatch, source, expected):
     probe = tmp_path / "probe.py"
     probe.write_text(source)

@@ -34,7 +34,9 @@ def test_estimators_are_unbiased_on_gaussian_updates():
             sums[key] += value
             clamped += int(key != "sigma2" and value == 0.0)
         # the betas are the closed form of the estimates
-        assert betas[0].item() == pytest.approx(estimates["sigma2"].item() / (estimates["sigma2"].item() + estimates["d2"][0].item()))
+        assert betas[0].item() == pytest.approx(
+            estimates["sigma2"].item() / (estimates["sigma2"].item() + estimates["d2"][0].item())
+        )
     assert clamped < draws * 0.005  # the max(., 0) guard almost never acts here, so no clamping bias
     for key, total in sums.items():
         assert total / draws == pytest.approx(truth[key], rel=0.03), key
@@ -51,7 +53,9 @@ def test_betas_closed_form(rule):
     elif rule == "fedgp":
         expected = e["sigma2"] / (e["sigma2"] + e["tau2d2"])
     else:
-        expected = e["sigma2"] / (e["sigma2"] + e["delta_prime"] * e["tau2d2"] + (1 - e["delta_prime"]) * e["target_mean_norm2"])
+        expected = e["sigma2"] / (
+            e["sigma2"] + e["delta_prime"] * e["tau2d2"] + (1 - e["delta_prime"]) * e["target_mean_norm2"]
+        )
         assert torch.allclose(e["delta_prime"], 1 - (1 - e["delta"]) / 5)
     assert torch.allclose(betas, expected)
     assert ((betas >= 0) & (betas <= 1)).all()
@@ -139,7 +143,9 @@ def test_delta_error_closed_forms():
     with_dim = delta_error("fedgp", sigma2, tau2d2=tau2d2, beta=0.5, model_dim=10)
     assert with_dim == pytest.approx((0.25 + 0.75 / 10) * sigma2 + 0.25 * tau2d2)
     # the thresholded form equals FedGP's when every projection is kept (δ = 1)
-    assert delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=1.0, target_norm2=9.0) == pytest.approx(0.25 * sigma2 + 0.25 * tau2d2)
+    assert delta_error(
+        "fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=1.0, target_norm2=9.0
+    ) == pytest.approx(0.25 * sigma2 + 0.25 * tau2d2)
     filtered = delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=0.5, delta=0.0, target_norm2=9.0)
     assert filtered == pytest.approx(0.25 * sigma2 + 0.25 * 9.0)
 

@@ -21,7 +21,16 @@ def prepared_inputs(tmp_path_factory, repo_root):
     assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
     for seed in (0, 1):
         partition = root / f"partition{seed}.json"
-        args = ["partition", "--prepared", str(prepared), "--target=-90", "--seed", str(seed), "--options", '{"target_labelled": 48}']
+        args = [
+            "partition",
+            "--prepared",
+            str(prepared),
+            "--target=-90",
+            "--seed",
+            str(seed),
+            "--options",
+            '{"target_labelled": 48}',
+        ]
         assert main([*args, "--output", str(partition)]) == 0
     params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": 6}}}})
     return root, prepared, params
@@ -32,7 +41,19 @@ def _train(prepared_inputs, method, seed, name):
     config = params.cell("colored_digits", method, "-90", seed).config
     partition = root / f"partition{seed}.json"
     output = root / name
-    code = main(["train", "--cell", canonical_json(config), "--prepared", str(prepared), "--partition", str(partition), "--output", str(output)])
+    code = main(
+        [
+            "train",
+            "--cell",
+            canonical_json(config),
+            "--prepared",
+            str(prepared),
+            "--partition",
+            str(partition),
+            "--output",
+            str(output),
+        ]
+    )
     assert code == 0
     return json.loads(output.read_text())
 
@@ -40,8 +61,15 @@ def _train(prepared_inputs, method, seed, name):
 def test_cell_file_contract(prepared_inputs):
     cell = _train(prepared_inputs, "fedgp", 0, "fedgp.json")
     assert cell["format"] == "fdabench.cell/1" and cell["status"] == "complete"
-    assert cell["cell"] == {"suite": "demo", "experiment": "colored_digits", "dataset": "colored_digits", "method": "fedgp",
-                            "algorithm": "fedgp", "target": "-90", "seed": 0}
+    assert cell["cell"] == {
+        "suite": "demo",
+        "experiment": "colored_digits",
+        "dataset": "colored_digits",
+        "method": "fedgp",
+        "algorithm": "fedgp",
+        "target": "-90",
+        "seed": 0,
+    }
     assert cell["config"]["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr"}
     assert len(cell["rounds"]) == 6 + 2  # FDA rounds + warm-up
     assert cell["final"] == pytest.approx(sum(r["accuracy"] for r in cell["rounds"][-5:]) / 5)
@@ -53,7 +81,7 @@ def test_rerun_same_seed_reproduces_numbers_exactly(prepared_inputs):
     first = _train(prepared_inputs, "fedda", 1, "a.json")
     again = _train(prepared_inputs, "fedda", 1, "b.json")
     other = _train(prepared_inputs, "fedda", 0, "c.json")
-    numbers = lambda cell: [(r["accuracy"], r["loss"]) for r in cell["rounds"]]  # noqa: E731
+    numbers = lambda cell: [(r["accuracy"], r["loss"]) for r in cell["rounds"]]
     assert numbers(first) == numbers(again)
     assert numbers(first) != numbers(other)
 
@@ -78,19 +106,40 @@ def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, 
     log = tmp_path / "train.log"
     with open(log, "w") as handle:
         client = subprocess.Popen(
-            [sys.executable, "-m", "fdabench.cli", "train", "--cell", canonical_json(config), "--prepared", str(prepared),
-             "--partition", str(root / "partition0.json"), "--output", str(tmp_path / "never.json")],
-            env=env, stdout=handle, stderr=handle,
+            [
+                sys.executable,
+                "-m",
+                "fdabench.cli",
+                "train",
+                "--cell",
+                canonical_json(config),
+                "--prepared",
+                str(prepared),
+                "--partition",
+                str(root / "partition0.json"),
+                "--output",
+                str(tmp_path / "never.json"),
+            ],
+            env=env,
+            stdout=handle,
+            stderr=handle,
         )
         deadline = time.monotonic() + 120
         while "round" not in log.read_text() and time.monotonic() < deadline:  # the child is training
             time.sleep(0.2)
-        children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _writes_to(int(pid), log) and int(pid) not in (client.pid, os.getpid())]
+        children = [
+            int(pid)
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and _writes_to(int(pid), log) and int(pid) not in (client.pid, os.getpid())
+        ]
         assert children, log.read_text()
         client.send_signal(signal.SIGKILL)
         client.wait()
         deadline = time.monotonic() + 10
-        while any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children) and time.monotonic() < deadline:
+        while (
+            any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
     assert not any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children)
     assert not (tmp_path / "never.json").exists()
@@ -114,9 +163,22 @@ def _state(pid: int) -> str:
 def test_table_command(prepared_inputs, tmp_path):
     root = prepared_inputs[0]
     paths = [str(root / name) for name in ("a.json", "c.json", "fedgp.json")]
-    code = main(["table", *paths, "--csv", str(tmp_path / "t.csv"), "--md", str(tmp_path / "t.md"), "--json", str(tmp_path / "t.json")])
+    code = main(
+        [
+            "table",
+            *paths,
+            "--csv",
+            str(tmp_path / "t.csv"),
+            "--md",
+            str(tmp_path / "t.md"),
+            "--json",
+            str(tmp_path / "t.json"),
+        ]
+    )
     assert code == 0
-    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "experiment,dataset,target,method,metric,mean,std,n_seeds"
+    assert (tmp_path / "t.csv").read_text().splitlines()[
+        0
+    ] == "experiment,dataset,target,method,metric,mean,std,n_seeds"
     assert "| fedda |" in (tmp_path / "t.md").read_text()
 
 

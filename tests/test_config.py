@@ -33,7 +33,14 @@ def test_method_typo_names_key_and_allowed_values(raw):
     message = _error(broken)
     assert "suites.demo.methods[1]: unknown method 'fedgpp'" in message
     allowed = message.split("allowed values: ")[1].split("\n")[0].split(", ")
-    assert allowed == sorted(allowed) and {"fedda", "fedgp", "oracle", "source_only", "target_only", "fedda_auto"} <= set(allowed)
+    assert allowed == sorted(allowed) and {
+        "fedda",
+        "fedgp",
+        "oracle",
+        "source_only",
+        "target_only",
+        "fedda_auto",
+    } <= set(allowed)
     assert set(raw["methods"]) <= set(allowed)  # the variants of params.yaml are allowed too
 
 
@@ -42,7 +49,10 @@ def test_unknown_key(raw):
     broken["suites"]["demo"]["experiments"]["colored_digits"]["trian"] = {}
     message = _error(broken)
     assert "suites.demo.experiments.colored_digits: unknown key(s) 'trian'" in message
-    assert "allowed keys: dataset, dataset_options, method_options, methods, partition, partitioner, published, seeds, targets, train" in message
+    assert (
+        "allowed keys: dataset, dataset_options, method_options, methods, partition, partitioner, published, seeds, "
+        "targets, train" in message
+    )
 
 
 def test_wrong_type(raw):
@@ -92,7 +102,10 @@ def test_variant_needs_a_registered_algorithm(raw):
     broken["methods"]["fedgp_b0.3"] = {"algorithm": "fedgp", "beta": 0.3}
     broken["suites"]["demo"]["methods"].append("fedgp_b0.3")
     params = validate_params(broken)
-    assert params.method_variant("fedgp_b0.3") == ("fedgp", {"beta": 0.3, "mode": "projection", "scale_alignment": "steps_and_lr"})
+    assert params.method_variant("fedgp_b0.3") == (
+        "fedgp",
+        {"beta": 0.3, "mode": "projection", "scale_alignment": "steps_and_lr"},
+    )
 
 
 def test_unknown_suite_and_table_experiment(raw):
@@ -100,7 +113,10 @@ def test_unknown_suite_and_table_experiment(raw):
     broken["suite"] = "paper_typo"
     broken["suites"]["demo"]["tables"]["table1"]["experiments"].append("nope")
     message = _error(broken)
-    assert "suite: 'paper_typo' is not defined; allowed values: demo, paper, paper_cpu, hospital, midrc_dry_run, smoke, theory" in message
+    assert (
+        "suite: 'paper_typo' is not defined; allowed values: demo, paper, paper_cpu, hospital, midrc_dry_run, smoke, "
+        "theory" in message
+    )
     assert "tables.table1.experiments[2]: unknown experiment 'nope'" in message
 
 
@@ -108,7 +124,10 @@ def test_train_model_must_be_registered(raw):
     broken = copy.deepcopy(raw)
     broken["suites"]["demo"]["train"]["model"] = "resnet_typo"
     message = _error(broken)
-    assert "suites.demo.train.model: 'resnet_typo' is not allowed; allowed values: cifar_cnn, digits_cnn," in message and "resnet18" in message
+    assert (
+        "suites.demo.train.model: 'resnet_typo' is not allowed; allowed values: cifar_cnn, digits_cnn," in message
+        and "resnet18" in message
+    )
 
 
 def test_cell_config_resolution_order(raw):
@@ -132,7 +151,9 @@ def test_load_params_reports_yaml_errors(tmp_path):
 
 def test_exported_schema_is_in_sync(repo_root):
     exported = json.loads((repo_root / "workflow/schemas/params.schema.json").read_text())
-    assert exported == json.loads(json.dumps(params_schema())), "run: fdabench schema --output workflow/schemas/params.schema.json"
+    assert exported == json.loads(json.dumps(params_schema())), (
+        "run: fdabench schema --output workflow/schemas/params.schema.json"
+    )
 
 
 def test_auto_method_with_one_target_step_per_round_is_rejected(raw):
@@ -166,8 +187,13 @@ def test_paper_suite_runs_every_registered_method(raw):
 def test_method_options_and_by_target_override_a_variant(raw):
     """Precedence: method defaults < variant < variant's by_target.<target> < the experiment's method_options."""
     changed = copy.deepcopy(raw)
-    changed["methods"]["fedda_auto"] = {"lr_decay_after_warmup": 0.5, "by_target": {"+90": {"lr_decay_after_warmup": 0.1, "target_batch_size": 2}}}
-    changed["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {"fedda_auto": {"target_batch_size": 4}}
+    changed["methods"]["fedda_auto"] = {
+        "lr_decay_after_warmup": 0.5,
+        "by_target": {"+90": {"lr_decay_after_warmup": 0.1, "target_batch_size": 2}},
+    }
+    changed["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {
+        "fedda_auto": {"target_batch_size": 4}
+    }
     params = validate_params(changed)
     plus90 = params.cell("colored_digits", "fedda_auto", "+90", 0).config["hparams"]
     minus90 = params.cell("colored_digits", "fedda_auto", "-90", 0).config["hparams"]
@@ -179,7 +205,10 @@ def test_method_options_and_by_target_override_a_variant(raw):
 
 def test_method_options_are_checked_against_the_method(raw):
     broken = copy.deepcopy(raw)
-    broken["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {"fedda_auto": {"lr_decay": 0.1}, "nope": {}}
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["method_options"] = {
+        "fedda_auto": {"lr_decay": 0.1},
+        "nope": {},
+    }
     broken["methods"]["fedda_auto"] = {"by_target": {"+90": {"target_batch_size": 0}}}
     message = _error(broken)
     assert "colored_digits.method_options.fedda_auto: unknown key(s) 'lr_decay'" in message

@@ -13,7 +13,10 @@ POT_TOLERANCE = 1e-9
 
 def _atoms(sizes, dim, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(size, dim, generator=generator, dtype=torch.float64) + 2.0 * index for index, size in enumerate(sizes)]
+    return [
+        torch.randn(size, dim, generator=generator, dtype=torch.float64) + 2.0 * index
+        for index, size in enumerate(sizes)
+    ]
 
 
 @pytest.mark.parametrize("weights", [[0.2, 0.5, 0.3], [1.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]])
@@ -25,8 +28,12 @@ def test_features_only_barycentre_agrees_with_pot(weights):
     alpha = torch.tensor(weights, dtype=torch.float64)
     ours, labels = barycentre(atoms, alpha, initial, iterations=100, tolerance=1e-7)
     reference = ot.lp.free_support_barycenter(
-        [a.numpy() for a in atoms], [np.full(len(a), 1.0 / len(a)) for a in atoms], initial.numpy(),
-        weights=alpha.numpy(), numItermax=100, stopThr=1e-7,
+        [a.numpy() for a in atoms],
+        [np.full(len(a), 1.0 / len(a)) for a in atoms],
+        initial.numpy(),
+        weights=alpha.numpy(),
+        numItermax=100,
+        stopThr=1e-7,
     )
     assert labels is None
     assert np.abs(ours.numpy() - reference).max() < POT_TOLERANCE
@@ -39,7 +46,9 @@ def test_single_iteration_matches_pot_too():
     initial = atoms[0].clone()
     alpha = torch.tensor([0.7, 0.3], dtype=torch.float64)
     ours, _ = barycentre(atoms, alpha, initial, iterations=1)
-    reference = ot.lp.free_support_barycenter([a.numpy() for a in atoms], [np.full(12, 1 / 12)] * 2, initial.numpy(), weights=alpha.numpy(), numItermax=1)
+    reference = ot.lp.free_support_barycenter(
+        [a.numpy() for a in atoms], [np.full(12, 1 / 12)] * 2, initial.numpy(), weights=alpha.numpy(), numItermax=1
+    )
     assert np.abs(ours.numpy() - reference).max() < POT_TOLERANCE
 
 
@@ -47,7 +56,14 @@ def test_barycentre_of_one_atom_is_the_atom():
     atom = _atoms([10], dim=4)[0]
     labels = torch.softmax(torch.randn(10, 3, dtype=torch.float64), dim=1)
     initial = torch.zeros(10, 4, dtype=torch.float64)
-    x, y = barycentre([atom], torch.tensor([1.0], dtype=torch.float64), initial, [labels], torch.full((10, 3), 1 / 3, dtype=torch.float64), label_weight=1.0)
+    x, y = barycentre(
+        [atom],
+        torch.tensor([1.0], dtype=torch.float64),
+        initial,
+        [labels],
+        torch.full((10, 3), 1 / 3, dtype=torch.float64),
+        label_weight=1.0,
+    )
     order = torch.cdist(x, atom).argmin(1)
     assert torch.allclose(x, atom[order]) and torch.allclose(y, labels[order])
     assert sorted(order.tolist()) == list(range(10))
@@ -62,7 +78,7 @@ def test_barycentre_labels_stay_on_the_simplex_and_gradients_reach_atoms_and_alp
     data_x, data_y = torch.randn(16, 3), torch.eye(4)[torch.arange(16) % 4]
     wasserstein_cost(data_x, x, data_y, y, label_weight=1.0).backward()
     assert all(a.grad is not None and a.grad.abs().sum() > 0 for a in atoms)
-    assert all(l.grad is not None for l in labels) and alpha.grad is not None
+    assert all(label.grad is not None for label in labels) and alpha.grad is not None
 
 
 def test_wasserstein_cost_is_exact_ot():
@@ -70,7 +86,9 @@ def test_wasserstein_cost_is_exact_ot():
 
     x = torch.randn(9, 2, dtype=torch.float64)
     z = torch.randn(7, 2, dtype=torch.float64)
-    assert float(wasserstein_cost(x, z)) == pytest.approx(ot.emd2(np.full(9, 1 / 9), np.full(7, 1 / 7), ot.dist(x.numpy(), z.numpy())), rel=1e-9)
+    assert float(wasserstein_cost(x, z)) == pytest.approx(
+        ot.emd2(np.full(9, 1 / 9), np.full(7, 1 / 7), ot.dist(x.numpy(), z.numpy())), rel=1e-9
+    )
     assert float(wasserstein_cost(x, x)) == pytest.approx(0.0, abs=1e-12)
 
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,6 @@ from fdabench.bench import _startup_cell
 
 def _short_runtime_dir():
     """A private runtime directory for the test's server (pytest's tmp paths are too long for a socket)."""
-    from pathlib import Path
-
     directory = Path(tempfile.mkdtemp(prefix="fdb", dir="/tmp"))
     return directory
 
@@ -31,7 +30,7 @@ def _clean_runtime_dirs():
 
 
 def _comparable(path):
-    result = json.loads(open(path).read())
+    result = json.loads(Path(path).read_text())
     rounds = [{k: v for k, v in r.items() if k != "seconds"} for r in result["rounds"]]
     return result["final"], result["finals"], rounds, result["config"]
 
@@ -42,9 +41,29 @@ def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
     outputs = {}
     for server in ("0", "1", "1"):  # the second "1" finds the server warm
         output = tmp_path / f"cell{len(outputs)}.json"
-        environment = {**os.environ, "FDABENCH_FORKSERVER": server, "XDG_RUNTIME_DIR": str(runtime), "FDABENCH_FORKSERVER_IDLE": "20"}
-        completed = subprocess.run(["fdabench", "train", "--cell", json.dumps(config), "--prepared", prepared, "--partition", partition,
-                                    "--output", str(output)], capture_output=True, text=True, env=environment)
+        environment = {
+            **os.environ,
+            "FDABENCH_FORKSERVER": server,
+            "XDG_RUNTIME_DIR": str(runtime),
+            "FDABENCH_FORKSERVER_IDLE": "20",
+        }
+        completed = subprocess.run(
+            [
+                "fdabench",
+                "train",
+                "--cell",
+                json.dumps(config),
+                "--prepared",
+                prepared,
+                "--partition",
+                partition,
+                "--output",
+                str(output),
+            ],
+            capture_output=True,
+            text=True,
+            env=environment,
+        )
         assert completed.returncode == 0, completed.stderr
         assert "running in-process" not in completed.stderr  # the server was used, not the fallback
         outputs[len(outputs)] = _comparable(output)
@@ -54,11 +73,30 @@ def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
 
 def test_a_failing_job_reports_its_exit_status_through_the_server(tmp_path):
     runtime = _short_runtime_dir()
-    environment = {**os.environ, "FDABENCH_FORKSERVER": "1", "XDG_RUNTIME_DIR": str(runtime), "FDABENCH_FORKSERVER_IDLE": "20"}
+    environment = {
+        **os.environ,
+        "FDABENCH_FORKSERVER": "1",
+        "XDG_RUNTIME_DIR": str(runtime),
+        "FDABENCH_FORKSERVER_IDLE": "20",
+    }
     cell = {"experiment": "e", "method": "m", "target": "t", "seed": 0}
-    completed = subprocess.run(["fdabench", "train", "--cell", json.dumps(cell), "--prepared", str(tmp_path / "missing"),
-                                "--partition", str(tmp_path / "missing.json"), "--output", str(tmp_path / "out.json")],
-                               capture_output=True, text=True, env=environment)
+    completed = subprocess.run(
+        [
+            "fdabench",
+            "train",
+            "--cell",
+            json.dumps(cell),
+            "--prepared",
+            str(tmp_path / "missing"),
+            "--partition",
+            str(tmp_path / "missing.json"),
+            "--output",
+            str(tmp_path / "out.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
     assert completed.returncode != 0 and "missing" in completed.stderr
     assert not (tmp_path / "out.json").exists()
 
@@ -84,7 +122,9 @@ def test_off_when_asked_and_inside_a_job(monkeypatch):
 
 def test_the_key_covers_every_installed_distribution(monkeypatch):
     installed = forkserver.installed_distributions()
-    assert any(name.startswith("torch-") for name in installed) and any(name.lower().startswith("pot-") for name in installed)
+    assert any(name.startswith("torch-") for name in installed) and any(
+        name.lower().startswith("pot-") for name in installed
+    )
     key = forkserver.server_key()
     assert forkserver.server_key() == key
     monkeypatch.setattr(forkserver, "installed_distributions", lambda: [*installed, "numpy-99.0.dist-info"])

@@ -9,10 +9,9 @@ from fdabench.io import atomic_path, content_hash, write_json_atomic
 
 def test_failed_write_leaves_no_file(tmp_path):
     target = tmp_path / "out" / "cell.json"
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text('{"status": "compl')
-            raise RuntimeError("killed mid-write")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text('{"status": "compl')
+        raise RuntimeError("killed mid-write")
     assert not target.exists()
     assert list(target.parent.iterdir()) == []
 

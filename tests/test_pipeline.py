@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,18 @@ TINY = {
 
 
 def _snakemake(workdir: Path, repo: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), "--cores", "2", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(repo / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+    ]
     env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "15", "XDG_RUNTIME_DIR": str(workdir)}
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
@@ -58,7 +68,11 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     changed = dict(TINY, methods={"fedgp": {"beta": 0.25}})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(changed))
     plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules")
-    jobs = dict(line.split()[:2] for line in plan.stdout.splitlines() if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2)
+    jobs = dict(
+        line.split()[:2]
+        for line in plan.stdout.splitlines()
+        if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
+    )
     assert jobs.get("train") == "2", plan.stdout  # the two fedgp cells, not the source_only ones
     assert jobs.get("table") == "1" and jobs.get("figure_rounds") == "1"
     assert "partition" not in jobs and "prepare" not in jobs

@@ -48,11 +48,16 @@ def test_every_registered_class_is_listed_under_its_name():
 
 def test_option_defaults_come_from_the_schemas():
     """Every option default of every component is its schema's `default` (options without one stay unset)."""
-    for registry, schema, defaults in ((METHODS, "hparams_schema", "default_hparams"), (DATASETS, "options_schema", "default_options"),
-                                       (PARTITIONERS, "options_schema", "default_options")):
+    for registry, schema, defaults in (
+        (METHODS, "hparams_schema", "default_hparams"),
+        (DATASETS, "options_schema", "default_options"),
+        (PARTITIONERS, "options_schema", "default_options"),
+    ):
         for name, member in registry.items():
             properties = getattr(member, schema)
-            assert getattr(member, defaults) == {key: spec["default"] for key, spec in properties.items() if "default" in spec}, name
+            assert getattr(member, defaults) == {
+                key: spec["default"] for key, spec in properties.items() if "default" in spec
+            }, name
     assert schema_defaults({"x": {"type": "integer"}, "y": {"default": [1]}}) == {"y": [1]}
 
 

@@ -9,8 +9,18 @@ from fdabench.report.theory import plot_theory, theory_frame, theory_markdown
 from fdabench.theory import initial_quantities
 
 SETTINGS = TrainSettings.from_dict(
-    {"model": "sigmoid_mlp", "model_options": {"hidden": 20}, "rounds": 3, "warmup_rounds": 0, "local_epochs": 1,
-     "optimizer": "sgd", "source_lr": 0.02, "target_lr": 0.02, "source_batch_size": 0, "target_batch_size": 0}
+    {
+        "model": "sigmoid_mlp",
+        "model_options": {"hidden": 20},
+        "rounds": 3,
+        "warmup_rounds": 0,
+        "local_epochs": 1,
+        "optimizer": "sgd",
+        "source_lr": 0.02,
+        "target_lr": 0.02,
+        "source_batch_size": 0,
+        "target_batch_size": 0,
+    }
 )
 OPTIONS = {"test_fraction": 0.2, "target_sizes": [14, 200]}
 
@@ -38,22 +48,46 @@ def test_initial_quantities_follow_shift_and_sample_size(synthetic_small):
 
 
 def _cell(method, target, losses):
-    return {"cell": {"method": method, "target": target, "seed": 0}, "metric": "mse", "rounds": [{"mse": v} for v in losses]}
+    return {
+        "cell": {"method": method, "target": target, "seed": 0},
+        "metric": "mse",
+        "rounds": [{"mse": v} for v in losses],
+    }
 
 
 def test_report_winners_and_agreement(tmp_path):
     initial = [
-        {"target": "s0-n14", "seed": 0, "d2": 1.0, "sigma2": 9.0, "tau2d2": 1.0, "target_samples": 14,
-         "delta_errors": {"target_only": 9.0, "source_only": 1.0, "fedda": 2.5, "fedgp": 2.6}},
-        {"target": "s8-n900", "seed": 0, "d2": 9.0, "sigma2": 1.0, "tau2d2": 2.0, "target_samples": 900,
-         "delta_errors": {"target_only": 1.0, "source_only": 9.0, "fedda": 2.5, "fedgp": 0.8}},
+        {
+            "target": "s0-n14",
+            "seed": 0,
+            "d2": 1.0,
+            "sigma2": 9.0,
+            "tau2d2": 1.0,
+            "target_samples": 14,
+            "delta_errors": {"target_only": 9.0, "source_only": 1.0, "fedda": 2.5, "fedgp": 2.6},
+        },
+        {
+            "target": "s8-n900",
+            "seed": 0,
+            "d2": 9.0,
+            "sigma2": 1.0,
+            "tau2d2": 2.0,
+            "target_samples": 900,
+            "delta_errors": {"target_only": 1.0, "source_only": 9.0, "fedda": 2.5, "fedgp": 0.8},
+        },
     ]
     cells = []
     for target, best in (("s0-n14", "source_only"), ("s8-n900", "target_only")):
         for method in ("target_only", "source_only", "fedda", "fedgp", "fedda_auto_init", "fedgp_auto_init"):
             cells.append(_cell(method, target, [5.0, 1.0 if method == best else 2.0, 3.0]))
-    roles = {"target_only": "target_only", "source_only": "source_only", "fedda": "fedda", "fedgp": "fedgp",
-             "fedda_auto": "fedda_auto_init", "fedgp_auto": "fedgp_auto_init"}
+    roles = {
+        "target_only": "target_only",
+        "source_only": "source_only",
+        "fedda": "fedda",
+        "fedgp": "fedgp",
+        "fedda_auto": "fedda_auto_init",
+        "fedgp_auto": "fedgp_auto_init",
+    }
     frame = theory_frame(initial, cells, roles)
     assert list(frame["predicted"]) == ["source_only", "fedgp"]
     assert list(frame["best_fixed"]) == ["source_only", "target_only"]

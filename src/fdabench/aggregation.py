@@ -13,8 +13,8 @@ Source weights are normalised to sum to one (w_i = n_i / Σ n when given sample 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -292,7 +292,9 @@ class StreamingAutoWeights:
         self.scale = scale.to(device=device, dtype=torch.float64)
         raw_norm2 = torch.linalg.vector_norm(source_updates, dim=1).double().square()
         self.source_norm2 = raw_norm2 * self.scale.square()
-        self._inverse_raw_norm = torch.where(raw_norm2 > 0, 1.0 / torch.where(raw_norm2 > 0, raw_norm2, 1.0).sqrt(), 0.0)
+        self._inverse_raw_norm = torch.where(
+            raw_norm2 > 0, 1.0 / torch.where(raw_norm2 > 0, raw_norm2, 1.0).sqrt(), 0.0
+        )
         self.mean_update = torch.zeros(source_updates.shape[1], dtype=source_updates.dtype, device=device)
         self.m2 = torch.zeros((), dtype=torch.float64, device=device)
         self.mean_projection = torch.zeros(count, dtype=torch.float64, device=device)

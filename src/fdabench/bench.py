@@ -17,7 +17,9 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -54,6 +56,18 @@ def _time(function: Callable[[], Any], device: torch.device, repeats: int) -> fl
     return sorted(times)[len(times) // 2]
 
 
+def _read_once(target: torch.Tensor, sources: torch.Tensor) -> torch.Tensor:
+    """The floor: every coordinate of every update read once."""
+    return sources.sum(0).add_(target)
+
+
+def _stream_auto_weights(sources: torch.Tensor, batch_updates: torch.Tensor):
+    statistics = StreamingAutoWeights(sources)
+    for update in batch_updates:
+        statistics.add(update)
+    return statistics.result("fedgp")
+
+
 def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, batches: int) -> list[dict[str, Any]]:
     rows = []
     for m in sizes:
@@ -65,17 +79,14 @@ def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, 
             weights = torch.ones(count, device=device)
             batch_updates = torch.empty(batches, m, device=device).normal_(generator=generator)
 
-            floor = _time(lambda: sources.sum(0).add_(target), device, repeats)
-            projection = _time(lambda: fedgp(target, sources, 0.5, weights, layer_sizes=layer_sizes), device, repeats)
-            cosine = _time(lambda: fedgp(target, sources, 0.5, weights, mode="cosine_scaled", layer_sizes=layer_sizes), device, repeats)
-
-            def streaming():
-                statistics = StreamingAutoWeights(sources)
-                for update in batch_updates:
-                    statistics.add(update)
-                return statistics.result("fedgp")
-
-            streamed = _time(streaming, device, repeats)
+            floor = _time(partial(_read_once, target, sources), device, repeats)
+            projection = _time(partial(fedgp, target, sources, 0.5, weights, layer_sizes=layer_sizes), device, repeats)
+            cosine = _time(
+                partial(fedgp, target, sources, 0.5, weights, mode="cosine_scaled", layer_sizes=layer_sizes),
+                device,
+                repeats,
+            )
+            streamed = _time(partial(_stream_auto_weights, sources, batch_updates), device, repeats)
             bytes_read = sources.element_size() * sources.numel() + target.element_size() * target.numel()
             rows.append(
                 {
@@ -222,8 +233,18 @@ def memory_rows(count: int, m: int, batches: int) -> list[dict[str, Any]]:
     return rows
 
 
-AGGREGATION_COLUMNS = ["device", "N", "m", "floor_s", "floor_GBps", "fedgp_s", "fedgp_ratio", "fedgp_cosine_s",
-                       "auto_streaming_s", "auto_streaming_per_batch_ratio"]
+AGGREGATION_COLUMNS = [
+    "device",
+    "N",
+    "m",
+    "floor_s",
+    "floor_GBps",
+    "fedgp_s",
+    "fedgp_ratio",
+    "fedgp_cosine_s",
+    "auto_streaming_s",
+    "auto_streaming_per_batch_ratio",
+]
 
 
 def aggregation_frame(counts: list[int], sizes: list[int], devices: list[str], repeats: int, batches: int):
@@ -251,17 +272,55 @@ def memory_frame(count: int, m: int, batches: int):
 
 def _startup_cell(directory: str, rounds: int) -> tuple[dict[str, Any], str, str]:
     """A small embedded cell (colored digits, MLP, FedGP) prepared and partitioned in `directory`."""
-    raw = {"suite": "bench", "data": {"root": directory}, "suites": {"bench": {"experiments": {"digits": {
-        "dataset": "colored_digits", "methods": ["fedgp"], "targets": ["+90"], "seeds": [0],
-        "partition": {"holdout_fraction": 0.2, "target_labelled": 48},
-        "train": {"model": "mlp", "model_options": {"hidden": [128]}, "rounds": rounds, "warmup_rounds": 1}}}}}}
+    raw = {
+        "suite": "bench",
+        "data": {"root": directory},
+        "suites": {
+            "bench": {
+                "experiments": {
+                    "digits": {
+                        "dataset": "colored_digits",
+                        "methods": ["fedgp"],
+                        "targets": ["+90"],
+                        "seeds": [0],
+                        "partition": {"holdout_fraction": 0.2, "target_labelled": 48},
+                        "train": {
+                            "model": "mlp",
+                            "model_options": {"hidden": [128]},
+                            "rounds": rounds,
+                            "warmup_rounds": 1,
+                        },
+                    }
+                }
+            }
+        },
+    }
     params = validate_params(raw)
     cell = next(params.cells())
     prepared, partition = params.prepared_path("digits"), os.path.join(directory, "partition.json")
     options = json.dumps(params.dataset_options("colored_digits", "digits"))
-    subprocess.run(["fdabench", "prepare", "--dataset", "colored_digits", "--options", options, "--output", prepared], check=True, capture_output=True)
-    subprocess.run(["fdabench", "partition", "--prepared", prepared, "--target=+90", "--seed", "0",
-                    "--options", json.dumps(params.partition_options("digits")), "--output", partition], check=True, capture_output=True)
+    subprocess.run(
+        ["fdabench", "prepare", "--dataset", "colored_digits", "--options", options, "--output", prepared],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "fdabench",
+            "partition",
+            "--prepared",
+            prepared,
+            "--target=+90",
+            "--seed",
+            "0",
+            "--options",
+            json.dumps(params.partition_options("digits")),
+            "--output",
+            partition,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cell.config, prepared, partition
 
 
@@ -271,12 +330,27 @@ def startup_rows(repeats: int, rounds: int = 2) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         config, prepared, partition = _startup_cell(directory, rounds)
-        command = ["fdabench", "train", "--cell", json.dumps(config), "--prepared", prepared, "--partition", partition,
-                   "--output", os.path.join(directory, "cell.json")]
+        command = [
+            "fdabench",
+            "train",
+            "--cell",
+            json.dumps(config),
+            "--prepared",
+            prepared,
+            "--partition",
+            partition,
+            "--output",
+            os.path.join(directory, "cell.json"),
+        ]
         runtime = os.path.join(directory, "runtime")  # a private server for this benchmark
         os.mkdir(runtime, 0o700)
         for mode, server in (("fresh process", "0"), ("fork server", "1")):
-            environment = {**os.environ, "FDABENCH_FORKSERVER": server, "XDG_RUNTIME_DIR": runtime, "FDABENCH_FORKSERVER_IDLE": "30"}
+            environment = {
+                **os.environ,
+                "FDABENCH_FORKSERVER": server,
+                "XDG_RUNTIME_DIR": runtime,
+                "FDABENCH_FORKSERVER_IDLE": "30",
+            }
             for repeat in range(repeats + (server == "1")):
                 started = time.perf_counter()
                 subprocess.run(command, check=True, capture_output=True, env=environment)
@@ -284,8 +358,16 @@ def startup_rows(repeats: int, rounds: int = 2) -> list[dict[str, Any]]:
                 with open(os.path.join(directory, "cell.json")) as handle:
                     result = json.load(handle)
                 phase = "server start" if server == "1" and repeat == 0 else "job"
-                rows.append({"mode": mode, "run": phase, "wall_s": seconds, "train_s": result["train_seconds"],
-                             "overhead_s": seconds - result["train_seconds"], "final": result["final"]})
+                rows.append(
+                    {
+                        "mode": mode,
+                        "run": phase,
+                        "wall_s": seconds,
+                        "train_s": result["train_seconds"],
+                        "overhead_s": seconds - result["train_seconds"],
+                        "final": result["final"],
+                    }
+                )
     return rows
 
 

@@ -39,7 +39,11 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
     metric = history["metric"]
     tail = rounds[-final_rounds:]
     last = [record[metric] for record in tail]
-    finals = {name: sum(r[name] for r in tail) / len(tail) for name in ("accuracy", "auc", "mse", "loss") if all(name in r for r in tail)}
+    finals = {
+        name: sum(r[name] for r in tail) / len(tail)
+        for name in ("accuracy", "auc", "mse", "loss")
+        if all(name in r for r in tail)
+    }
     uplink = sum(record["bytes_uplink"] for record in rounds)
     downlink = sum(record["bytes_downlink"] for record in rounds)
     return {
@@ -53,7 +57,11 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
         "finals": finals,
         "final_rounds": len(last),
         "rounds": rounds,
-        "bytes": {"uplink_total": uplink, "downlink_total": downlink, "per_round_mean": (uplink + downlink) / len(rounds)},
+        "bytes": {
+            "uplink_total": uplink,
+            "downlink_total": downlink,
+            "per_round_mean": (uplink + downlink) / len(rounds),
+        },
         "model_size": history["model_size"],
         "sources": history.get("sources", []),
     }

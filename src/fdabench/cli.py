@@ -9,8 +9,8 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def _json_argument(text: str) -> Any:
@@ -25,7 +25,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     params = load_params(args.params)
     cells = list(params.cells())
-    print(f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, {len(cells)} cells")
+    print(
+        f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, "
+        f"{len(cells)} cells"
+    )
     return 0
 
 
@@ -115,7 +118,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     except CellInputError as error:
         raise SystemExit(str(error)) from None
     write_json_atomic(args.output, result)
-    print(f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> {args.output}")
+    print(
+        f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> "
+        f"{args.output}"
+    )
     return 0
 
 
@@ -131,7 +137,14 @@ class _RoundProgress:
         if sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"), TimeRemainingColumn(), transient=True)
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeRemainingColumn(),
+                transient=True,
+            )
             self.progress.__enter__()
         return self.update
 
@@ -195,7 +208,10 @@ def cmd_theory_init(args: argparse.Namespace) -> int:
 
     record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
     write_json_atomic(args.output, record)
-    print(f"{record['target']} seed {record['seed']}: d2 {record['d2']:.4g} sigma2 {record['sigma2']:.4g} -> predicted {record['predicted_winner']}")
+    print(
+        f"{record['target']} seed {record['seed']}: d2 {record['d2']:.4g} sigma2 {record['sigma2']:.4g} -> predicted "
+        f"{record['predicted_winner']}"
+    )
     return 0
 
 
@@ -208,7 +224,10 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text_atomic(args.md, theory_markdown(frame, args.title))
     plot_theory(frame, args.png, args.title)
-    print(f"agreement between predicted and actual fixed-beta winners: {frame['agree'].mean():.1%} of {len(frame)} settings")
+    print(
+        f"agreement between predicted and actual fixed-beta winners: {frame['agree'].mean():.1%} of {len(frame)} "
+        f"settings"
+    )
     return 0
 
 
@@ -243,7 +262,9 @@ def cmd_forkserver(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules).")
+    parser = argparse.ArgumentParser(
+        prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="validate params.yaml and count its cells")
@@ -261,21 +282,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="build a dataset's domains (embedded, generated or from raw files)")
     p.add_argument("--dataset", required=True)
     p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
-    p.add_argument("--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)")
+    p.add_argument(
+        "--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)"
+    )
     p.add_argument("--output", required=True, help="the prepared dataset directory")
     p.set_defaults(handler=cmd_prepare)
 
-    p = sub.add_parser("stand-in", help="write a generated stand-in manifest and images for midrc, chexpert or mimic (dry runs)")
+    p = sub.add_parser(
+        "stand-in", help="write a generated stand-in manifest and images for midrc, chexpert or mimic (dry runs)"
+    )
     p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"])
     p.add_argument("--output", required=True, help="directory for manifest.csv and images/")
     p.add_argument("--per-domain", type=int, default=60)
     p.set_defaults(handler=cmd_stand_in)
 
-    p = sub.add_parser("acquire", help="bring a raw dataset into data/raw from a mirror (or, with --download, its source), verified")
-    p.add_argument("--raw", required=True, help="raw dataset name (e.g. FashionMNIST, MNIST, CIFAR10, heart_disease, PACS)")
+    p = sub.add_parser(
+        "acquire", help="bring a raw dataset into data/raw from a mirror (or, with --download, its source), verified"
+    )
+    p.add_argument(
+        "--raw", required=True, help="raw dataset name (e.g. FashionMNIST, MNIST, CIFAR10, heart_disease, PACS)"
+    )
     p.add_argument("--root", default="data/raw", help="where raw datasets are kept")
     p.add_argument("--mirror", help="local mirror directory (default: $FDABENCH_DATA_MIRROR)")
-    p.add_argument("--download", action="store_true", help="download from the canonical source when the mirror lacks it (network)")
+    p.add_argument(
+        "--download", action="store_true", help="download from the canonical source when the mirror lacks it (network)"
+    )
     p.add_argument("--verify", action="store_true", help="re-check an acquired dataset against its manifest")
     p.set_defaults(handler=cmd_acquire)
 
@@ -303,12 +334,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md")
     p.add_argument("--json")
     p.add_argument("--title")
-    p.add_argument("--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc")
+    p.add_argument(
+        "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
+    )
     p.set_defaults(handler=cmd_table)
 
     p = sub.add_parser("figure", help="plot cells")
-    p.add_argument("kind", choices=["rounds", "betas", "shift", "beta", "alpha"],
-                   help="rounds: metric per round; betas: auto-weighting β per source and round; shift: final metric vs the level in the target name; beta: final metric vs β")
+    p.add_argument(
+        "kind",
+        choices=["rounds", "betas", "shift", "beta", "alpha"],
+        help="rounds: metric per round; betas: auto-weighting β per source and round; shift: final metric vs the level "
+        "in the target name; beta: final metric vs β",
+    )
     p.add_argument("cells", nargs="+", help="cell result files")
     p.add_argument("--output", required=True)
     p.add_argument("--title")
@@ -320,10 +357,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", required=True)
     p.set_defaults(handler=cmd_compare)
 
-    p = sub.add_parser("bench", help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job start-up")
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job start-up",
+    )
     p.add_argument("what", choices=["aggregation", "memory", "startup"])
     p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
-    p.add_argument("--sizes", type=lambda v: int(float(v)), nargs="+", default=[100_000, 1_000_000, 11_689_512], help="update sizes m (1.1e7 is ResNet-18)")
+    p.add_argument(
+        "--sizes",
+        type=lambda v: int(float(v)),
+        nargs="+",
+        default=[100_000, 1_000_000, 11_689_512],
+        help="update sizes m (1.1e7 is ResNet-18)",
+    )
     p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
     p.add_argument("--repeats", type=int, default=5)
@@ -338,7 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")
     p = theory_sub.add_parser("init", help="d², σ², τ²d² and the rules' Delta errors at a cell's initial parameters")
-    p.add_argument("--cell", type=_json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target")
+    p.add_argument(
+        "--cell", type=_json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
+    )
     p.add_argument("--prepared", required=True)
     p.add_argument("--partition", required=True)
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
@@ -349,7 +397,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
     p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`")
     p.add_argument("--cells", nargs="+", required=True, help="cell files of the rules")
-    p.add_argument("--roles", type=_json_argument, required=True, help='JSON {"fedda": "<method>", ...} for the roles target_only, source_only, fedda, fedgp, fedda_auto, fedgp_auto')
+    p.add_argument(
+        "--roles",
+        type=_json_argument,
+        required=True,
+        help='JSON {"fedda": "<method>", ...} for the roles '
+        "target_only, source_only, fedda, fedgp, fedda_auto, fedgp_auto",
+    )
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
     p.add_argument("--png", required=True)

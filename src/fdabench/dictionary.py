@@ -10,7 +10,7 @@ envelope theorem: the plan is optimal, so its derivative does not enter the grad
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -24,7 +24,9 @@ def squared_distances(a: Tensor, b: Tensor) -> Tensor:
     return (a.square().sum(1)[:, None] + b.square().sum(1)[None, :] - 2.0 * a @ b.T).clamp_min_(0.0)
 
 
-def ground_cost(x: Tensor, x_other: Tensor, y: Tensor | None = None, y_other: Tensor | None = None, label_weight: float = 0.0) -> Tensor:
+def ground_cost(
+    x: Tensor, x_other: Tensor, y: Tensor | None = None, y_other: Tensor | None = None, label_weight: float = 0.0
+) -> Tensor:
     """C_ij = ‖x_i − x'_j‖² + β ‖y_i − y'_j‖²; the label term only when both sides have labels and β > 0."""
     cost = squared_distances(x, x_other)
     if label_weight and y is not None and y_other is not None:
@@ -42,7 +44,9 @@ def exact_plan(cost: Tensor, source_weights: Tensor | None = None, target_weight
     a = np.full(n, 1.0 / n) if source_weights is None else source_weights.detach().double().cpu().numpy()
     b = np.full(m, 1.0 / m) if target_weights is None else target_weights.detach().double().cpu().numpy()
     # Uniform marginals have equal mass by construction: skip POT's check (numpy.testing, ~0.5 ms a call).
-    plan = ot.emd(a, b, cost.detach().double().cpu().numpy(), numItermax=EMD_MAX_ITERATIONS, check_marginals=not uniform)
+    plan = ot.emd(
+        a, b, cost.detach().double().cpu().numpy(), numItermax=EMD_MAX_ITERATIONS, check_marginals=not uniform
+    )
     return torch.from_numpy(plan).to(device=cost.device, dtype=cost.dtype)
 
 
@@ -83,13 +87,17 @@ def barycentre(
     plans: list[Tensor] = []
     for _ in range(max(iterations, 1)):
         plans = [
-            exact_plan(ground_cost(features, x_k.detach(), labels, atom_labels[k].detach() if labelled else None, label_weight))
+            exact_plan(
+                ground_cost(features, x_k.detach(), labels, atom_labels[k].detach() if labelled else None, label_weight)
+            )
             for k, x_k in enumerate(atom_features)
         ]
         with torch.no_grad():
             updated = sum(float(w) * support_size * (plan @ x_k) for w, plan, x_k in zip(weights, plans, atom_features))
             if labelled:
-                labels = sum(float(w) * support_size * (plan @ y_k) for w, plan, y_k in zip(weights, plans, atom_labels))
+                labels = sum(
+                    float(w) * support_size * (plan @ y_k) for w, plan, y_k in zip(weights, plans, atom_labels)
+                )
             displacement = float((updated - features).square().sum())
             features = updated
         if displacement <= tolerance:

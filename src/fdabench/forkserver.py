@@ -22,6 +22,7 @@ isolated processes and results are identical to running in-process (a test check
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib
@@ -34,10 +35,10 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Client, Connection
 from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
-from typing import Callable, Sequence
 
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
@@ -110,10 +111,8 @@ def run(argv: Sequence[str]) -> int | None:
         child = connection.recv()["pid"]
 
         def forward(signum, _frame):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signum)
-            except ProcessLookupError:
-                pass
 
         previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -145,7 +144,11 @@ def _connect() -> Connection:
         with open(log_path, "ab") as log:
             server = subprocess.Popen(
                 [sys.executable, "-m", "fdabench", "forkserver", str(path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
             )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -185,7 +188,7 @@ def serve(path: str, handler: Handler) -> None:
         while True:
             try:
                 accepted, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 break
             accepted.setblocking(True)
             if os.fork() == 0:

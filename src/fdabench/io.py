@@ -6,9 +6,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -63,7 +64,7 @@ def content_hash(payload: Any) -> str:
     return digest.hexdigest()
 
 
-def _update_hash(digest: "hashlib._Hash", payload: Any) -> None:
+def _update_hash(digest: hashlib._Hash, payload: Any) -> None:
     if hasattr(payload, "dtype") and hasattr(payload, "shape"):  # numpy arrays and torch tensors
         array = payload.detach().cpu().numpy() if hasattr(payload, "detach") else payload
         digest.update(f"array:{array.dtype}:{tuple(array.shape)}:".encode())

@@ -5,7 +5,8 @@ function's own name (or a data record's `name`), written once."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 

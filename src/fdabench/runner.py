@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,7 +37,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_problem(config: dict[str, Any], prepared: str, partition: str, device: torch.device) -> tuple[FederatedProblem, str]:
+def load_problem(
+    config: dict[str, Any], prepared: str, partition: str, device: torch.device
+) -> tuple[FederatedProblem, str]:
     """The cell's federated problem and its partition's content hash."""
     payload = read_json(partition)
     split = Partition.from_json(payload)
@@ -46,7 +49,11 @@ def load_problem(config: dict[str, Any], prepared: str, partition: str, device: 
 
 
 def run_cell(
-    config: dict[str, Any], prepared: str, partition: str, threads: int = 1, device: str | None = None,
+    config: dict[str, Any],
+    prepared: str,
+    partition: str,
+    threads: int = 1,
+    device: str | None = None,
     on_round: RoundCallback | None = None,
 ) -> dict[str, Any]:
     """Train the cell described by its resolved `config`; its result, ready to be written."""
@@ -68,7 +75,10 @@ def run_cell(
     result = summarise(config, history, settings.final_rounds)
     result.update(
         {
-            "model": {"name": settings.model, "options": resolved_model_options(settings.model, settings.model_options)},
+            "model": {
+                "name": settings.model,
+                "options": resolved_model_options(settings.model, settings.model_options),
+            },
             "wall_seconds": time.perf_counter() - started,
             "train_seconds": train_seconds,
             "train_cpu_seconds": train_cpu_seconds,
@@ -82,7 +92,9 @@ def run_cell(
     return result
 
 
-def run_theory_init(config: dict[str, Any], prepared: str, partition: str, beta: float, draws: int, threads: int = 1) -> dict[str, Any]:
+def run_theory_init(
+    config: dict[str, Any], prepared: str, partition: str, beta: float, draws: int, threads: int = 1
+) -> dict[str, Any]:
     """d², σ², τ²d² and the rules' Delta errors at the initial parameters of a theory-check cell."""
     torch.set_num_threads(threads)
     problem, _ = load_problem(config, prepared, partition, resolve_device(config.get("device", "auto")))

@@ -24,7 +24,6 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.models import build_model
 
 
-
 def _gradient(space: ParameterSpace, loss_fn, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     gradients = torch.autograd.grad(loss_fn(space.model(x), y), space.parameters)
     return torch.cat([g.reshape(-1) for g in gradients]).double()
@@ -51,7 +50,9 @@ def initial_quantities(
     squared_errors = []
     for _ in range(draws):
         index = torch.randperm(len(pool), generator=generator)[:n].to(pool.x.device)
-        squared_errors.append((_gradient(space, loss_fn, pool.inputs(index), pool.labels(index)) - g_target).square().sum())
+        squared_errors.append(
+            (_gradient(space, loss_fn, pool.inputs(index), pool.labels(index)) - g_target).square().sum()
+        )
     sigma2 = torch.stack(squared_errors).mean()
     d2 = (g_target - g_source).square().sum()
     unit = g_source / g_source.norm()

@@ -7,7 +7,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from fdabench.data import PreparedDataset, DomainArrays, get_dataset, get_partitioner
+from fdabench.data import DomainArrays, PreparedDataset, get_dataset, get_partitioner
 from fdabench.data.amazon import DOMAINS, read_reviews
 from fdabench.federation.problem import build_problem
 
@@ -26,7 +26,9 @@ def amazon_raw(tmp_path):
         for domain in DOMAINS:
             special = "targetonly targetonly" if domain == "books" else f"{domain}word"
             for name, word in (("negative.review", "bad"), ("positive.review", "good")):
-                body = "".join(_review(f"common {word} {word} {special} review {i}") for i in range(10)).encode("latin-1")
+                body = "".join(_review(f"common {word} {word} {special} review {i}") for i in range(10)).encode(
+                    "latin-1"
+                )
                 info = tarfile.TarInfo(f"amazon_reviews_mds/{domain}/{name}")
                 info.size = len(body)
                 tar.addfile(info, io.BytesIO(body))
@@ -54,15 +56,24 @@ def test_vocabulary_is_fitted_on_the_sources_text_only(amazon_raw):
     dvd_columns = set(columns["dvd"])
     assert books_columns != dvd_columns
     books_x = prepared.domains["books"].x
-    targetonly_columns = [c for c in range(union) if (books_x[:, c] == 2).all() and (prepared.domains["dvd"].x[:, c] == 0).all()]
+    targetonly_columns = [
+        c for c in range(union) if (books_x[:, c] == 2).all() and (prepared.domains["dvd"].x[:, c] == 0).all()
+    ]
     assert targetonly_columns and not set(targetonly_columns) & books_columns
     assert set(targetonly_columns) <= dvd_columns  # books is a source of dvd
 
 
 def test_labelled_target_partition(amazon_raw):
-    prepared = PreparedDataset("toy", "classification", 2, (3,), {
-        name: DomainArrays(np.zeros((n, 3), np.float32), np.arange(n) % 2) for name, n in (("a", 10), ("b", 12), ("c", 7))
-    })
+    prepared = PreparedDataset(
+        "toy",
+        "classification",
+        2,
+        (3,),
+        {
+            name: DomainArrays(np.zeros((n, 3), np.float32), np.arange(n) % 2)
+            for name, n in (("a", 10), ("b", 12), ("c", 7))
+        },
+    )
     partitioner = get_partitioner("labelled_target")
     first = partitioner.split(prepared, "b", 3, {"target_labelled": 4})
     assert [(c.name, len(c.indices)) for c in first.sources] == [("a", 10), ("c", 7)]
@@ -80,10 +91,16 @@ def test_labelled_target_partition(amazon_raw):
 def test_noniid_mnist_split_target_holds_every_class():
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(10), 90)
-    prepared = PreparedDataset("toy", "classification", 10, (2,), {
-        "train": DomainArrays(rng.normal(size=(900, 2)).astype(np.float32), labels),
-        "test": DomainArrays(np.zeros((50, 2), np.float32), np.arange(50) % 10),
-    })
+    prepared = PreparedDataset(
+        "toy",
+        "classification",
+        10,
+        (2,),
+        {
+            "train": DomainArrays(rng.normal(size=(900, 2)).astype(np.float32), labels),
+            "test": DomainArrays(np.zeros((50, 2), np.float32), np.arange(50) % 10),
+        },
+    )
     options = {**get_partitioner("feature_noise").default_options, **get_dataset("mnist").default_partition}
     partition = get_partitioner("feature_noise").split(prepared, "noise0.4", 0, options)
     assert len(partition.sources) == 8

@@ -24,7 +24,9 @@ def pacs_stand_in(tmp_path):
 
 
 def test_image_folder_prepare(pacs_stand_in):
-    prepared = get_dataset("pacs").prepare({"image_size": 16, "max_per_domain": None, "seed": 0}, raw_root=str(pacs_stand_in))
+    prepared = get_dataset("pacs").prepare(
+        {"image_size": 16, "max_per_domain": None, "seed": 0}, raw_root=str(pacs_stand_in)
+    )
     assert list(prepared.domains) == ["art_painting", "cartoon", "photo", "sketch"]
     assert prepared.num_outputs == 3 and prepared.input_shape == (3, 16, 16)
     assert prepared.meta["classes"] == ["dog", "elephant", "giraffe"]
@@ -38,7 +40,9 @@ def test_image_folder_prepare(pacs_stand_in):
 def test_office_home_maps_the_real_world_folder(tmp_path):
     for domain in ("Art", "Clipart", "Product", "Real World"):
         _image(tmp_path / "office_home" / domain / "Mug" / "a.png", (1, 2, 3))
-    prepared = get_dataset("office_home").prepare({"image_size": 8, "max_per_domain": None, "seed": 0}, raw_root=str(tmp_path))
+    prepared = get_dataset("office_home").prepare(
+        {"image_size": 8, "max_per_domain": None, "seed": 0}, raw_root=str(tmp_path)
+    )
     assert list(prepared.domains) == ["Art", "Clipart", "Product", "Real_World"]
 
 
@@ -49,7 +53,9 @@ def manifest_stand_in(tmp_path):
     for s, state in enumerate(("IL", "NC", "CA", "IN", "TX")):
         for k in range(3):
             _image(images / state / f"{k}.png", (50 * s, 20 * k, 0))
-            rows.append(f"{state}/{k}.png,{state},{k % 2},{'Female' if k else 'Male'},{4 + k},{('White', 'Black', 'Other')[k]}")
+            rows.append(
+                f"{state}/{k}.png,{state},{k % 2},{'Female' if k else 'Male'},{4 + k},{('White', 'Black', 'Other')[k]}"
+            )
     manifest = tmp_path / "manifest.csv"
     manifest.write_text("\n".join(rows) + "\n")
     return manifest, images
@@ -77,7 +83,11 @@ def test_manifest_errors_are_specific(manifest_stand_in, tmp_path):
     bad.write_text(text.replace("path,state", "file,state"))
     with pytest.raises(ManifestError, match="missing column\\(s\\) path"):
         read_manifest(bad, images, "state", "label", [], None)
-    bad.write_text(text + "../../etc/passwd,IL,0,Male,4,White\n/abs/x.png,IL,0,Male,4,White\nIL/none.png,IL,1,Male,4,White\nIL/0.png,IL,-1,Male,4,White\n")
+    bad.write_text(
+        text
+        + "../../etc/passwd,IL,0,Male,4,White\n/abs/x.png,IL,0,Male,4,White\n"
+        + "IL/none.png,IL,1,Male,4,White\nIL/0.png,IL,-1,Male,4,White\n"
+    )
     with pytest.raises(ManifestError) as caught:
         read_manifest(bad, images, "state", "label", ["sex"], ["IL", "ZZ"])
     message = str(caught.value)
@@ -87,8 +97,9 @@ def test_manifest_errors_are_specific(manifest_stand_in, tmp_path):
     assert "domain(s) ['ZZ'] have no rows" in message
     bad.write_text(text.replace("IL/1.png,IL,1,Female", "IL/1.png,IL,2,female").replace("NC/0.png,NC", "IL/0.png,NC"))
     with pytest.raises(ManifestError) as caught:
-        read_manifest(bad, images, "state", "label", ["sex"], None, num_classes=2,
-                      auxiliary_values={"sex": ["Male", "Female"]})
+        read_manifest(
+            bad, images, "state", "label", ["sex"], None, num_classes=2, auxiliary_values={"sex": ["Male", "Female"]}
+        )
     message = str(caught.value)
     assert "unknown label values [2] in column 'label'" in message
     assert "unknown values ['female'] in auxiliary column 'sex'" in message
@@ -113,7 +124,11 @@ def test_midrc_dry_run_suite_trains_on_the_stand_in(tmp_path, repo_root):
     params = validate_params({**raw, "suite": "midrc_dry_run"})
     manifest = write_stand_in("midrc", tmp_path / "midrc")
     source = get_dataset("midrc")
-    options = {**params.dataset_options("midrc", "midrc"), "manifest": str(manifest), "image_root": str(tmp_path / "midrc" / "images")}
+    options = {
+        **params.dataset_options("midrc", "midrc"),
+        "manifest": str(manifest),
+        "image_root": str(tmp_path / "midrc" / "images"),
+    }
     prepared = source.prepare(options)
     assert prepared.meta["auxiliary_classes"] == {"sex": 2, "age_decade": 10, "race": 3}
     partition = get_partitioner(params.partitioner("midrc")).split(prepared, "IL", 0, params.partition_options("midrc"))

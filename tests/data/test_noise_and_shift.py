@@ -60,7 +60,9 @@ def test_label_shift_partition(fake_fmnist):
     assert not np.isin(source_labels, [8, 6, 9]).any() and np.isin(target_labels, [8, 6, 9]).all()
     half = get_partitioner("label_shift").split(fake_fmnist, "eta0.45", 0, options)
     source_labels = np.concatenate([labels[c.indices] for c in half.sources])
-    assert np.isin(source_labels, [8, 6, 9]).mean() == pytest.approx(0.45 * 1800 / (0.45 * 1800 + 0.55 * 4200), abs=1e-3)
+    assert np.isin(source_labels, [8, 6, 9]).mean() == pytest.approx(
+        0.45 * 1800 / (0.45 * 1800 + 0.55 * 4200), abs=1e-3
+    )
     target = np.concatenate([half.target_labelled.indices, half.target_test.indices])
     assert len(half.target_labelled.indices) == round(0.15 * len(target))
     assert len(np.unique(np.concatenate([_all_indices(half, "train")]))) == 6000
@@ -90,7 +92,9 @@ def test_redrawn_noise_changes_every_read(fake_fmnist):
 
 def test_standardize_ignores_the_target_test_split_and_unlabelled_inputs():
     rng = np.random.default_rng(0)
-    domains = {name: DomainArrays(rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50)) for name in ("a", "b")}
+    domains = {
+        name: DomainArrays(rng.normal(size=(50, 3)).astype(np.float32), rng.integers(0, 2, 50)) for name in ("a", "b")
+    }
     domains["a"].x[0, 1] = np.nan
     prepared = PreparedDataset("fed_heart", "classification", 2, (3,), domains)
     options = {"holdout_fraction": 0.2, "target_labelled": 0.5, "standardize": True}
@@ -98,8 +102,13 @@ def test_standardize_ignores_the_target_test_split_and_unlabelled_inputs():
     problem = build_problem(prepared, partition, "cpu")
     assert torch.isfinite(problem.sources[0].inputs()).all()
     test_rows = np.concatenate([partition.target_test.indices, partition.target_unlabelled.indices])
-    shifted = PreparedDataset("fed_heart", "classification", 2, (3,), {
-        "a": domains["a"], "b": DomainArrays(domains["b"].x.copy(), domains["b"].y)})
+    shifted = PreparedDataset(
+        "fed_heart",
+        "classification",
+        2,
+        (3,),
+        {"a": domains["a"], "b": DomainArrays(domains["b"].x.copy(), domains["b"].y)},
+    )
     shifted.domains["b"].x[test_rows] += 100.0  # only the target's test and unlabelled samples change
     changed = build_problem(shifted, partition, "cpu")
     assert torch.allclose(changed.sources[0].inputs(), problem.sources[0].inputs())

@@ -6,8 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fdabench.data import get_dataset, get_partitioner
-from fdabench.data import office_caltech
+from fdabench.data import get_dataset, get_partitioner, office_caltech
 from fdabench.data.raw import RawDataMissing
 
 STAND_IN_SIZES = {"amazon": 23, "caltech10": 31, "dslr": 12, "webcam": 15}
@@ -66,7 +65,11 @@ def test_missing_files_are_named_with_the_fix(tmp_path):
 def test_malformed_file_is_refused(stand_in_root):
     import scipy.io
 
-    scipy.io.savemat(stand_in_root / office_caltech.RAW_NAME / office_caltech.file_name("dslr"), {"features": np.zeros((3, 800))}, format="5")
+    scipy.io.savemat(
+        stand_in_root / office_caltech.RAW_NAME / office_caltech.file_name("dslr"),
+        {"features": np.zeros((3, 800))},
+        format="5",
+    )
     source = get_dataset("office_caltech10")
     with pytest.raises(ValueError, match="expected keys 'fts' and 'labels'"):
         source.prepare(source.default_options, str(stand_in_root))

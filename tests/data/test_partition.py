@@ -40,14 +40,18 @@ def test_partition_is_deterministic_per_seed(colored_digits):
 
 
 def test_fractional_target_labelled(rotated_digits):
-    partition = get_partitioner("leave_one_domain_out").split(rotated_digits, "0", 0, {"holdout_fraction": 0.2, "target_labelled": 0.1})
+    partition = get_partitioner("leave_one_domain_out").split(
+        rotated_digits, "0", 0, {"holdout_fraction": 0.2, "target_labelled": 0.1}
+    )
     in_split = len(partition.target_labelled.indices) + len(partition.target_unlabelled.indices)
     assert len(partition.target_labelled.indices) == round(0.1 * in_split)
 
 
 def test_too_many_labelled_samples_is_a_clear_error(colored_digits):
     with pytest.raises(ValueError, match="target_labelled = 5000"):
-        get_partitioner("leave_one_domain_out").split(colored_digits, "+90", 0, {"holdout_fraction": 0.2, "target_labelled": 5000})
+        get_partitioner("leave_one_domain_out").split(
+            colored_digits, "+90", 0, {"holdout_fraction": 0.2, "target_labelled": 5000}
+        )
 
 
 def test_manifest_round_trip_and_histograms(colored_digits):
@@ -68,7 +72,11 @@ def test_shift_and_subsample(synthetic_small):
     assert [c.domain for c in partition.sources] == ["s3"]
     assert len(partition.target_labelled.indices) == 90
     assert len(partition.target_test.indices) == 120
-    target_sets = [partition.target_labelled.indices, partition.target_unlabelled.indices, partition.target_test.indices]
+    target_sets = [
+        partition.target_labelled.indices,
+        partition.target_unlabelled.indices,
+        partition.target_test.indices,
+    ]
     combined = np.concatenate(target_sets)
     assert sorted(combined) == list(range(600))
     smaller = partitioner.split(synthetic_small, "s3-n14", 0, options)

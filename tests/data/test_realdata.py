@@ -10,7 +10,9 @@ from fdabench.data.raw import acquire
 
 pytestmark = pytest.mark.realdata
 MIRROR = os.environ.get("FDABENCH_DATA_MIRROR")
-needs_mirror = pytest.mark.skipif(not MIRROR, reason="no dataset mirror: set FDABENCH_DATA_MIRROR (e.g. ../shared/data)")
+needs_mirror = pytest.mark.skipif(
+    not MIRROR, reason="no dataset mirror: set FDABENCH_DATA_MIRROR (e.g. ../shared/data)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,9 @@ def test_fashion_mnist_sizes_and_pixel_statistics(raw_root):
 @needs_mirror
 def test_mnist_sizes_and_colored_mnist(raw_root):
     acquire("MNIST", raw_root, mirror=MIRROR)
-    prepared = get_dataset("colored_mnist").prepare({"label_noise": 0.25, "seed": 0, "samples_per_environment": None}, raw_root=str(raw_root))
+    prepared = get_dataset("colored_mnist").prepare(
+        {"label_noise": 0.25, "seed": 0, "samples_per_environment": None}, raw_root=str(raw_root)
+    )
     sizes = [len(d.y) for d in prepared.domains.values()]
     assert sum(sizes) == 70000 and prepared.input_shape == (2, 14, 14)
     import torchvision.datasets as datasets

@@ -17,7 +17,15 @@ def test_rbf_outputs_match_the_formula():
     rng = np.random.default_rng(0)
     x, centres = rng.normal(size=(4, 3)), rng.normal(size=(5, 3))
     widths, mixing, bias = rng.uniform(1, 2, size=5), rng.normal(size=(2, 5)), rng.normal(size=2)
-    expected = np.array([[sum(mixing[o, j] * np.exp(-np.sum((x[n] - centres[j]) ** 2) / widths[j]) for j in range(5)) + bias[o] for o in range(2)] for n in range(4)])
+    expected = np.array(
+        [
+            [
+                sum(mixing[o, j] * np.exp(-np.sum((x[n] - centres[j]) ** 2) / widths[j]) for j in range(5)) + bias[o]
+                for o in range(2)
+            ]
+            for n in range(4)
+        ]
+    )
     assert np.allclose(_rbf_outputs(x, centres, widths, mixing, bias), expected)
 
 

@@ -55,7 +55,9 @@ def test_fed_heart_partition_and_problem(heart_stand_in):
     partitioner = get_partitioner(source.partitioner)
     small = partitioner.split(prepared, "switzerland", 0, source.default_partition)
     train = len(small.target_labelled.indices) + len(small.target_unlabelled.indices)
-    assert len(small.target_unlabelled.indices) == 0 and train == 59 - 21  # centre 2 labels all of its 66% training split
+    assert (
+        len(small.target_unlabelled.indices) == 0 and train == 59 - 21
+    )  # centre 2 labels all of its 66% training split
     fully_labelled = build_problem(prepared, small, "cpu")  # an empty unlabelled split is a valid client
     assert fully_labelled.target_unlabelled.inputs().shape == (0, 15) and len(fully_labelled.target_labelled) == 38
     other = partitioner.split(prepared, "va", 0, source.default_partition)

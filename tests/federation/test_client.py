@@ -4,7 +4,14 @@ import math
 
 import torch
 
-from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, squared_error_loss, train_locally
+from fdabench.federation.client import (
+    LocalSettings,
+    Proximal,
+    batch_indices,
+    evaluate,
+    squared_error_loss,
+    train_locally,
+)
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model
@@ -12,7 +19,9 @@ from fdabench.models import build_model
 
 def _client(n=37, features=6, classes=3, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return ClientData("c", torch.randn(n, features, generator=generator), torch.randint(0, classes, (n,), generator=generator))
+    return ClientData(
+        "c", torch.randn(n, features, generator=generator), torch.randint(0, classes, (n,), generator=generator)
+    )
 
 
 def test_parameter_space_set_copies_instead_of_aliasing():
@@ -34,7 +43,9 @@ def test_update_is_difference_and_start_is_untouched():
     start = space.get()
     snapshot = start.clone()
     settings = LocalSettings(lr=0.01, batch_size=8, epochs=2)
-    result = train_locally(space, start, _client(), settings, torch.nn.functional.cross_entropy, torch.Generator().manual_seed(1))
+    result = train_locally(
+        space, start, _client(), settings, torch.nn.functional.cross_entropy, torch.Generator().manual_seed(1)
+    )
     assert torch.equal(start, snapshot)
     assert torch.allclose(result.update, space.get() - start)
     assert result.steps == 2 * math.ceil(37 / 8) and result.samples == 37
@@ -44,8 +55,15 @@ def test_step_updates_sum_to_the_local_update():
     model = build_model("mlp", (6,), 3)
     space = ParameterSpace(model)
     steps = []
-    result = train_locally(space, space.get(), _client(), LocalSettings(0.01, 16, 1), torch.nn.functional.cross_entropy,
-                           torch.Generator().manual_seed(2), on_step=steps.append)
+    result = train_locally(
+        space,
+        space.get(),
+        _client(),
+        LocalSettings(0.01, 16, 1),
+        torch.nn.functional.cross_entropy,
+        torch.Generator().manual_seed(2),
+        on_step=steps.append,
+    )
     assert len(steps) == result.steps == 3
     assert torch.allclose(torch.stack(steps).sum(0), result.update, atol=1e-6)
 
@@ -67,7 +85,14 @@ def test_each_epoch_visits_every_sample_once():
 
 def test_full_batch_is_one_step_per_epoch():
     space = ParameterSpace(build_model("mlp", (6,), 3))
-    result = train_locally(space, space.get(), _client(), LocalSettings(0.1, 0, 3, optimizer="sgd"), torch.nn.functional.cross_entropy, torch.Generator())
+    result = train_locally(
+        space,
+        space.get(),
+        _client(),
+        LocalSettings(0.1, 0, 3, optimizer="sgd"),
+        torch.nn.functional.cross_entropy,
+        torch.Generator(),
+    )
     assert result.steps == 3
 
 
@@ -93,9 +118,23 @@ def test_proximal_step_is_the_penalty_s_proximal_operator():
     space = ParameterSpace(build_model("mlp", (6,), 3))
     start, data, lr, mu = space.get(), _client(), 0.1, 3.0
     anchor = torch.linspace(-1, 1, space.size)
-    plain = train_locally(space, start, data, LocalSettings(lr, 0, 1, optimizer="sgd"), torch.nn.functional.cross_entropy, torch.Generator())
-    proximal = train_locally(space, start, data, LocalSettings(lr, 0, 1, optimizer="sgd"), torch.nn.functional.cross_entropy, torch.Generator(),
-                             proximal=Proximal(mu, anchor))
+    plain = train_locally(
+        space,
+        start,
+        data,
+        LocalSettings(lr, 0, 1, optimizer="sgd"),
+        torch.nn.functional.cross_entropy,
+        torch.Generator(),
+    )
+    proximal = train_locally(
+        space,
+        start,
+        data,
+        LocalSettings(lr, 0, 1, optimizer="sgd"),
+        torch.nn.functional.cross_entropy,
+        torch.Generator(),
+        proximal=Proximal(mu, anchor),
+    )
     expected = (start + plain.update + lr * mu * anchor) / (1 + lr * mu)
     assert torch.allclose(start + proximal.update, expected, atol=1e-6)
 

@@ -17,7 +17,9 @@ def test_adam_runs_torchs_fused_kernel_where_it_can():
 def test_make_optimizer_applies_the_local_settings(name, kind):
     settings = LocalSettings(lr=0.05, batch_size=8, epochs=1, optimizer=name, momentum=0.9, weight_decay=0.001)
     optimizer = make_optimizer([torch.nn.Parameter(torch.zeros(2))], settings)
-    assert isinstance(optimizer, kind) and optimizer.defaults["lr"] == 0.05 and optimizer.defaults["weight_decay"] == 0.001
+    assert (
+        isinstance(optimizer, kind) and optimizer.defaults["lr"] == 0.05 and optimizer.defaults["weight_decay"] == 0.001
+    )
     if name == "sgd":
         assert optimizer.defaults["momentum"] == 0.9
 

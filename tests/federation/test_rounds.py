@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from tiny import TINY_TRAIN
 
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
+from tiny import TINY_TRAIN
 
 SETTINGS = {**TINY_TRAIN, "warmup_rounds": 2}
 
@@ -24,7 +24,9 @@ def test_message_bytes(problem):
     source_only = _run("source_only", problem)["rounds"]
     # source_only runs the warm-up too: warmup_rounds + rounds FedAvg rounds (the published code's 2 + 50)
     assert [r["phase"] for r in source_only] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
-    assert source_only[0]["bytes_downlink"] == 2 * model_bytes and source_only[0]["bytes_uplink"] == 2 * (model_bytes + 8)
+    assert source_only[0]["bytes_downlink"] == 2 * model_bytes and source_only[0]["bytes_uplink"] == 2 * (
+        model_bytes + 8
+    )
     fedgp = _run("fedgp", problem)["rounds"]
     assert [r["phase"] for r in fedgp] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
     assert fedgp[0]["bytes_downlink"] == 2 * model_bytes  # warm-up: sources only
@@ -33,7 +35,9 @@ def test_message_bytes(problem):
     assert target_only[0]["bytes_downlink"] == model_bytes
     after_warmup = _run("warmup_target_only", problem)["rounds"]
     assert [r["phase"] for r in after_warmup] == ["warmup", "warmup", "fda", "fda", "fda", "fda"]
-    assert after_warmup[0]["bytes_downlink"] == 2 * model_bytes and after_warmup[-1]["bytes_downlink"] == model_bytes  # sources idle
+    assert (
+        after_warmup[0]["bytes_downlink"] == 2 * model_bytes and after_warmup[-1]["bytes_downlink"] == model_bytes
+    )  # sources idle
 
 
 def test_warmup_target_only_is_fedda_beta0_after_the_same_warmup(problem):

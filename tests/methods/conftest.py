@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from tiny import TINY_TRAIN
 
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
+from tiny import TINY_TRAIN
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,6 +34,8 @@ def run_method(tiny_problem):
 
     def run(name, hparams=None, problem=None, seed=0, **settings):
         method = get_method(name, hparams or {})
-        return method.run(problem or tiny_problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), seed, torch.device("cpu"))
+        return method.run(
+            problem or tiny_problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), seed, torch.device("cpu")
+        )
 
     return run

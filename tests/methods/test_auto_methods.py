@@ -25,7 +25,9 @@ def _run(name, problem, hparams=None, **settings):
     return method, method.run(problem, TrainSettings.from_dict({**SETTINGS, **settings}), 0, torch.device("cpu"))
 
 
-@pytest.mark.parametrize("name, rule", [("fedda_auto", "fedda"), ("fedgp_auto", "fedgp"), ("fedgp_auto_threshold", "fedgp_threshold")])
+@pytest.mark.parametrize(
+    "name, rule", [("fedda_auto", "fedda"), ("fedgp_auto", "fedgp"), ("fedgp_auto_threshold", "fedgp_threshold")]
+)
 def test_logged_betas_equal_the_stored_oracle(problem, name, rule):
     """Capture every per-step target update next to the streaming statistics; recompute β from the stored
     matrix with the same scale alignment; the logged β must match."""
@@ -94,11 +96,15 @@ def test_fedda_auto_beats_fedda_on_colored_digits_minus90(colored_digits, repo_r
 
     params = Params(yaml.safe_load((repo_root / "params.yaml").read_text()))
     settings = TrainSettings.from_dict(params.train_settings("colored_digits"))
-    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, params.partition_options("colored_digits"))
+    partition = get_partitioner("leave_one_domain_out").split(
+        colored_digits, "-90", 0, params.partition_options("colored_digits")
+    )
     problem = build_problem(colored_digits, partition, "cpu")
     finals = {}
     for name in ("fedda", "fedda_auto"):
-        rounds = get_method(name, params.method_variant(name)[1]).run(problem, settings, 0, torch.device("cpu"))["rounds"]
+        rounds = get_method(name, params.method_variant(name)[1]).run(problem, settings, 0, torch.device("cpu"))[
+            "rounds"
+        ]
         finals[name] = sum(r["accuracy"] for r in rounds[-5:]) / 5
     assert finals["fedda_auto"] > finals["fedda"] + 0.3, finals
 
@@ -139,7 +145,9 @@ def test_fedgp_beta_ignores_the_alignment_and_fedda_beta_does_not():
     betas = {}
     for alignment in ("steps_and_lr", "noniid_code", "domainbed_code"):
         for rule in ("fedda", "fedgp", "fedgp_threshold"):
-            betas[alignment, rule] = auto_weights(steps, sources, rule=rule, source_scale=estimation_scale(inputs, alignment))[0]
+            betas[alignment, rule] = auto_weights(
+                steps, sources, rule=rule, source_scale=estimation_scale(inputs, alignment)
+            )[0]
     for rule in ("fedgp", "fedgp_threshold"):
         assert torch.allclose(betas["steps_and_lr", rule], betas["noniid_code", rule])
         assert torch.allclose(betas["steps_and_lr", rule], betas["domainbed_code", rule])

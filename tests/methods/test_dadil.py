@@ -7,8 +7,7 @@ import torch
 
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods import METHODS, get_method
-from fdabench.methods import dadil
+from fdabench.methods import METHODS, dadil, get_method
 
 SMALL = {
     "atoms": 3,
@@ -19,10 +18,20 @@ SMALL = {
     "classifier_steps": 30,
     "barycentre_iterations": 2,
 }
-SETTINGS = TrainSettings.from_dict({
-    "model": "mlp", "model_options": {"hidden": [16]}, "rounds": 2, "warmup_rounds": 0, "local_epochs": 1,
-    "optimizer": "adam", "source_lr": 1e-2, "target_lr": 1e-2, "source_batch_size": 16, "target_batch_size": 16,
-})
+SETTINGS = TrainSettings.from_dict(
+    {
+        "model": "mlp",
+        "model_options": {"hidden": [16]},
+        "rounds": 2,
+        "warmup_rounds": 0,
+        "local_epochs": 1,
+        "optimizer": "adam",
+        "source_lr": 1e-2,
+        "target_lr": 1e-2,
+        "source_batch_size": 16,
+        "target_batch_size": 16,
+    }
+)
 
 
 def _domain(name, count, shift, seed, classes=3, dim=4):
@@ -47,10 +56,16 @@ def one_thread():
 @pytest.fixture(scope="module")
 def blobs():
     """Feature-vector domains (the identity encoder): two sources and a shifted target."""
-    sources = [_domain("s0", 30, torch.tensor([0.0, 0.0, 0.0, 1.0]), 0), _domain("s1", 30, torch.tensor([0.0, 0.0, 0.0, -1.0]), 1)]
+    sources = [
+        _domain("s0", 30, torch.tensor([0.0, 0.0, 0.0, 1.0]), 0),
+        _domain("s1", 30, torch.tensor([0.0, 0.0, 0.0, -1.0]), 1),
+    ]
     target = _domain("t", 40, torch.tensor([0.5, 0.5, 0.0, 0.0]), 2)
     return FederatedProblem(
-        task="classification", num_outputs=3, input_shape=(4,), sources=sources,
+        task="classification",
+        num_outputs=3,
+        input_shape=(4,),
+        sources=sources,
         target_labelled=ClientData("target_labelled", target.x[:6], target.y[:6]),
         target_unlabelled=ClientData("target_unlabelled", target.x[6:25], target.y[6:25]),
         target_test=ClientData("target_test", target.x[25:], target.y[25:]),
@@ -92,9 +107,19 @@ def test_client_messages_carry_the_atoms_only(blobs, monkeypatch):
 
 
 def test_alpha_stays_on_the_simplex_and_stays_private(blobs):
-    hparams = {**dadil.FedDaDiL.default_hparams, **SMALL, "alpha_lr": 0.5, "local_steps": 5}  # large steps: the projection acts
-    client = dadil.DictionaryClient("s0", blobs.sources[0].x, torch.nn.functional.one_hot(blobs.sources[0].y, 3).float(),
-                                    torch.full((3,), 1 / 3), torch.Generator().manual_seed(0))
+    hparams = {
+        **dadil.FedDaDiL.default_hparams,
+        **SMALL,
+        "alpha_lr": 0.5,
+        "local_steps": 5,
+    }  # large steps: the projection acts
+    client = dadil.DictionaryClient(
+        "s0",
+        blobs.sources[0].x,
+        torch.nn.functional.one_hot(blobs.sources[0].y, 3).float(),
+        torch.full((3,), 1 / 3),
+        torch.Generator().manual_seed(0),
+    )
     atoms = dadil.FedDaDiL.initial_atoms(hparams, 4, 3, seed=0, device=torch.device("cpu"))
     for _ in range(4):
         message, objective = client.local_round(atoms, hparams)
@@ -127,7 +152,14 @@ def test_same_seed_same_numbers(blobs):
 
 def test_dictionary_learns_the_blobs(blobs):
     """Well-separated classes: the ensemble of per-atom classifiers labels the shifted target well."""
-    hparams = {**SMALL, "rounds": 10, "local_steps": 5, "normalise_features": False, "atom_init_std": 1.0, "atom_lr": 0.1}
+    hparams = {
+        **SMALL,
+        "rounds": 10,
+        "local_steps": 5,
+        "normalise_features": False,
+        "atom_init_std": 1.0,
+        "atom_lr": 0.1,
+    }
     rounds = get_method("dadil_e", hparams).run(blobs, SETTINGS, 0, torch.device("cpu"))["rounds"]
     assert rounds[-1]["objective"] < rounds[0]["objective"]
     assert rounds[-1]["accuracy"] >= 0.8
@@ -138,14 +170,16 @@ def test_fedavg_encoder_is_the_source_only_run(colored_digits):
     from fdabench.data import get_partitioner
     from fdabench.federation.problem import build_problem
 
-    partition = get_partitioner("leave_one_domain_out").split(colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48})
+    partition = get_partitioner("leave_one_domain_out").split(
+        colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48}
+    )
     problem = build_problem(colored_digits, partition, "cpu")
     source_only = get_method("source_only").run(problem, SETTINGS, 0, torch.device("cpu"))["rounds"]
     history = get_method("dadil_r", {**SMALL, "rounds": 1}).run(problem, SETTINGS, 0, torch.device("cpu"))
     encoder = [r for r in history["rounds"] if r["phase"] == "encoder"]
     assert [r["accuracy"] for r in encoder] == [r["accuracy"] for r in source_only]
     assert [r["bytes_uplink"] for r in encoder] == [r["bytes_uplink"] for r in source_only]
-    dictionary = history["rounds"][len(encoder):]
+    dictionary = history["rounds"][len(encoder) :]
     assert [r["round"] for r in dictionary] == [2] and dictionary[0]["encoder"] == "fedavg"
 
 
@@ -177,13 +211,23 @@ def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
     say `uses_unlabelled_target` (tables mark it †): moving the unlabelled inputs changes the run, and
     scrambling every target training label does not."""
     baseline = get_method("dadil_e", SMALL).run(blobs, SETTINGS, 0, torch.device("cpu"))["rounds"]
-    moved = dataclasses.replace(blobs, target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x + 1.0, blobs.target_unlabelled.y))
+    moved = dataclasses.replace(
+        blobs,
+        target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x + 1.0, blobs.target_unlabelled.y),
+    )
     scrambled = dataclasses.replace(
         blobs,
         target_labelled=ClientData("target_labelled", blobs.target_labelled.x, (blobs.target_labelled.y + 1) % 3),
-        target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x, (blobs.target_unlabelled.y + 1) % 3),
+        target_unlabelled=ClientData(
+            "target_unlabelled", blobs.target_unlabelled.x, (blobs.target_unlabelled.y + 1) % 3
+        ),
     )
     alpha = [r["alpha_target"] for r in baseline]
-    assert [r["alpha_target"] for r in get_method("dadil_e", SMALL).run(moved, SETTINGS, 0, torch.device("cpu"))["rounds"]] != alpha
-    assert [r["alpha_target"] for r in get_method("dadil_e", SMALL).run(scrambled, SETTINGS, 0, torch.device("cpu"))["rounds"]] == alpha
+    assert [
+        r["alpha_target"] for r in get_method("dadil_e", SMALL).run(moved, SETTINGS, 0, torch.device("cpu"))["rounds"]
+    ] != alpha
+    assert [
+        r["alpha_target"]
+        for r in get_method("dadil_e", SMALL).run(scrambled, SETTINGS, 0, torch.device("cpu"))["rounds"]
+    ] == alpha
     assert METHODS.get("dadil_e").uses_unlabelled_target and METHODS.get("dadil_r").uses_unlabelled_target

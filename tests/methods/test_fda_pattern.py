@@ -16,10 +16,14 @@ def test_fedgp_beats_source_only_on_colored_digits_minus90(colored_digits, repo_
     params = Params(yaml.safe_load((repo_root / "params.yaml").read_text()))
     settings = TrainSettings.from_dict(params.train_settings("colored_digits"))
     source = get_dataset("colored_digits")
-    partition = get_partitioner(source.partitioner).split(colored_digits, "-90", 0, params.partition_options("colored_digits"))
+    partition = get_partitioner(source.partitioner).split(
+        colored_digits, "-90", 0, params.partition_options("colored_digits")
+    )
     problem = build_problem(colored_digits, partition, "cpu")
     finals = {}
     for method in ("source_only", "fedgp"):
-        rounds = get_method(method, params.method_variant(method)[1]).run(problem, settings, 0, torch.device("cpu"))["rounds"]
+        rounds = get_method(method, params.method_variant(method)[1]).run(problem, settings, 0, torch.device("cpu"))[
+            "rounds"
+        ]
         finals[method] = sum(r["accuracy"] for r in rounds[-5:]) / 5
     assert finals["fedgp"] > finals["source_only"] + 0.3, finals

@@ -27,19 +27,25 @@ def test_fedprox_default_mu_differs_from_fedavg_but_only_slightly(run_method):
 
 def test_fedprox_infinite_mu_keeps_the_global_model(run_method):
     """μ → ∞: every local model stays at the global model it received, so the global model never moves."""
-    initial = _losses(run_method("target_only", target_lr=1e-12))[0]  # the initial model (a step of 1e-12 moves nothing measurable)
+    initial = _losses(run_method("target_only", target_lr=1e-12))[
+        0
+    ]  # the initial model (a step of 1e-12 moves nothing measurable)
     losses = _losses(run_method("fedprox", {"mu": 1e12}))
     assert losses == pytest.approx([initial] * len(losses), rel=1e-5)
 
 
 def test_fedprox_bytes_are_fedavg_bytes_over_the_sources(run_method):
     fedprox, fedavg = run_method("fedprox")["rounds"], run_method("source_only")["rounds"]
-    assert [(r["bytes_uplink"], r["bytes_downlink"]) for r in fedprox] == [(r["bytes_uplink"], r["bytes_downlink"]) for r in fedavg]
+    assert [(r["bytes_uplink"], r["bytes_downlink"]) for r in fedprox] == [
+        (r["bytes_uplink"], r["bytes_downlink"]) for r in fedavg
+    ]
 
 
 def test_finetune_offline_with_zero_epochs_is_source_only(run_method):
     finetune, source_only = run_method("finetune_offline", {"finetune_epochs": 0}), run_method("source_only")
-    assert finetune["rounds"] == [{**r, "seconds": f["seconds"]} for r, f in zip(source_only["rounds"], finetune["rounds"])]
+    assert finetune["rounds"] == [
+        {**r, "seconds": f["seconds"]} for r, f in zip(source_only["rounds"], finetune["rounds"])
+    ]
 
 
 def test_finetune_epochs_default_to_the_targets_epochs_in_an_fda_run(run_method):
@@ -63,7 +69,9 @@ def test_finetune_is_target_training_from_the_source_model(tiny_problem, tiny_se
     space = ParameterSpace(model.head if head_only else model)
     params, generator, expected = space.get(), client_generator(0, len(tiny_problem.sources)), []
     for _ in range(3):
-        params = params + train_locally(space, params, data, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator).update
+        params = (
+            params + train_locally(space, params, data, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator).update
+        )
         space.set(params)
         model.eval()
         with torch.no_grad():

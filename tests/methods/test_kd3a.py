@@ -45,9 +45,11 @@ def test_consensus_focus_by_hand():
     # Q = 2 * 0.85 (input 0) + 0 + 1 * 0.90 (input 2) + 2 * 0.875 (input 3)
     assert float(total) == pytest.approx(2 * 0.85 + 0.90 + 2 * 0.875)
     focus = consensus_focus(PROBABILITIES, gate)
-    expected = [float(total - consensus_quality(PROBABILITIES[[1, 2]], gate)),
-                float(total - consensus_quality(PROBABILITIES[[0, 2]], gate)),
-                float(total - consensus_quality(PROBABILITIES[[0, 1]], gate))]
+    expected = [
+        float(total - consensus_quality(PROBABILITIES[[1, 2]], gate)),
+        float(total - consensus_quality(PROBABILITIES[[0, 2]], gate)),
+        float(total - consensus_quality(PROBABILITIES[[0, 1]], gate)),
+    ]
     assert focus.tolist() == pytest.approx([max(e, 0.0) for e in expected])
 
 
@@ -76,7 +78,9 @@ def test_kd3a_run_protocol_and_bytes(run_method, tiny_problem):
     sources = len(tiny_problem.sources)
     model_bytes = 4 * history["model_size"]
     for record in history["rounds"]:
-        assert record["bytes_downlink"] == (sources + 1) * model_bytes + sources * model_bytes  # global + forwarded source models
+        assert (
+            record["bytes_downlink"] == (sources + 1) * model_bytes + sources * model_bytes
+        )  # global + forwarded source models
         assert record["bytes_uplink"] == (sources + 1) * (model_bytes + 8) + (sources + 1) * 4
         assert sum(record["domain_weights"]) == pytest.approx(1.0) and len(record["domain_weights"]) == sources + 1
         assert 0 <= record["knowledge_fraction"] <= 1

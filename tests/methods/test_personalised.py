@@ -29,7 +29,10 @@ def test_every_client_takes_part_and_bytes_count_the_shared_parameters(run_metho
     history = run_method(name)
     clients = len(tiny_problem.sources) + 1
     shared = history["model_size"] - (17 * 2 if name == "fedrep" else 0)  # FedRep: the 16->2 head stays local
-    assert all(r["bytes_downlink"] == clients * 4 * shared and r["bytes_uplink"] == clients * (4 * shared + 8) for r in history["rounds"])
+    assert all(
+        r["bytes_downlink"] == clients * 4 * shared and r["bytes_uplink"] == clients * (4 * shared + 8)
+        for r in history["rounds"]
+    )
     assert len(history["rounds"]) == 4 and all("global_accuracy" in r for r in history["rounds"])
 
 
@@ -53,7 +56,12 @@ def _target_local_training_losses(problem, settings, rounds):
     space = ParameterSpace(model)
     params, generator, losses = space.get(), client_generator(0, len(problem.sources)), []
     for _ in range(rounds):
-        params = params + train_locally(space, params, problem.target_labelled, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator).update
+        params = (
+            params
+            + train_locally(
+                space, params, problem.target_labelled, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator
+            ).update
+        )
         space.set(params)
         losses.append(evaluate(model, problem.target_test, problem.task)["loss"])
     return losses
@@ -73,7 +81,9 @@ def test_apfl_alpha0_is_the_global_model(run_method):
 
 def test_apfl_global_model_is_fedavg_over_all_clients(run_method):
     """The local model never feeds back into w: APFL's global model is kNN-Per's (FedAvg over all clients)."""
-    assert _accuracies(run_method("apfl"), "global_loss") == pytest.approx(_accuracies(run_method("knn_per"), "global_loss"), rel=1e-6)
+    assert _accuracies(run_method("apfl"), "global_loss") == pytest.approx(
+        _accuracies(run_method("knn_per"), "global_loss"), rel=1e-6
+    )
 
 
 def test_knn_per_interpolation0_is_the_global_model(run_method):
@@ -82,7 +92,9 @@ def test_knn_per_interpolation0_is_the_global_model(run_method):
 
 
 def test_knn_per_interpolation_changes_predictions(run_method):
-    assert _accuracies(run_method("knn_per", {"interpolation": 1.0})) != _accuracies(run_method("knn_per", {"interpolation": 0.0}))
+    assert _accuracies(run_method("knn_per", {"interpolation": 1.0})) != _accuracies(
+        run_method("knn_per", {"interpolation": 0.0})
+    )
 
 
 def test_knn_probabilities_by_hand():
@@ -94,7 +106,9 @@ def test_knn_probabilities_by_hand():
     two = knn_probabilities(query[:1], store, labels, num_classes=3, neighbours=2, temperature=0.5)
     weight = torch.softmax(torch.tensor([0.0, -1.0 / 0.5]), dim=0)  # distances 0 and 1
     assert torch.allclose(two, torch.tensor([[weight[0], weight[1], 0.0]]))
-    assert torch.allclose(knn_probabilities(query, store, labels, 3, neighbours=50, temperature=1.0).sum(1), torch.ones(2))
+    assert torch.allclose(
+        knn_probabilities(query, store, labels, 3, neighbours=50, temperature=1.0).sum(1), torch.ones(2)
+    )
 
 
 def _flip_source_labels(problem):
@@ -105,9 +119,15 @@ def test_fedrep_never_averages_the_head(run_method, tiny_problem):
     """With the shared body frozen, the target's head sees only the target's data: flipping every source
     label changes nothing for the target (a method that averaged heads would change)."""
     frozen = {"body_epochs": 0}
-    assert run_method("fedrep", frozen)["rounds"][-1]["loss"] == run_method("fedrep", frozen, problem=_flip_source_labels(tiny_problem))["rounds"][-1]["loss"]
+    assert (
+        run_method("fedrep", frozen)["rounds"][-1]["loss"]
+        == run_method("fedrep", frozen, problem=_flip_source_labels(tiny_problem))["rounds"][-1]["loss"]
+    )
     # with the body trained, the sources do shape the target's model through the shared body
-    assert run_method("fedrep")["rounds"][-1]["loss"] != run_method("fedrep", problem=_flip_source_labels(tiny_problem))["rounds"][-1]["loss"]
+    assert (
+        run_method("fedrep")["rounds"][-1]["loss"]
+        != run_method("fedrep", problem=_flip_source_labels(tiny_problem))["rounds"][-1]["loss"]
+    )
 
 
 def test_fedrep_on_a_one_layer_network_shares_nothing(run_method, tiny_problem):
@@ -115,9 +135,13 @@ def test_fedrep_on_a_one_layer_network_shares_nothing(run_method, tiny_problem):
     own head, untouched by any source's data."""
     linear = {"model": "mlp", "model_options": {"hidden": []}}
     history = run_method("fedrep", **linear)
-    assert all(r["bytes_uplink"] == 8 * (len(tiny_problem.sources) + 1) and r["bytes_downlink"] == 0 for r in history["rounds"])
+    assert all(
+        r["bytes_uplink"] == 8 * (len(tiny_problem.sources) + 1) and r["bytes_downlink"] == 0 for r in history["rounds"]
+    )
     flipped = run_method("fedrep", problem=_flip_source_labels(tiny_problem), **linear)
-    assert _accuracies(history) == _accuracies(flipped) and history["rounds"][-1]["loss"] == flipped["rounds"][-1]["loss"]
+    assert (
+        _accuracies(history) == _accuracies(flipped) and history["rounds"][-1]["loss"] == flipped["rounds"][-1]["loss"]
+    )
 
 
 def test_fedrep_without_head_training_is_the_global_model(run_method):
@@ -143,11 +167,15 @@ def test_heads_trained_together_in_closed_form_equal_autograd_training_alone(tas
     loss_fn = F.cross_entropy if task == "classification" else squared_error_loss
     settings = LocalSettings(0.01, batch_size, 3, weight_decay=0.1)
     starts = torch.stack([ParameterSpace(head).get() for head in heads])
-    updates = train_linear_heads(starts, features, targets, settings, [torch.Generator().manual_seed(c) for c in range(3)])
+    updates = train_linear_heads(
+        starts, features, targets, settings, [torch.Generator().manual_seed(c) for c in range(3)]
+    )
     for client, head in enumerate(heads):
         space = ParameterSpace(head)
         data = ClientData("h", features[client], targets[client])
-        expected = train_locally(space, starts[client], data, settings, loss_fn, torch.Generator().manual_seed(client)).update
+        expected = train_locally(
+            space, starts[client], data, settings, loss_fn, torch.Generator().manual_seed(client)
+        ).update
         assert torch.allclose(updates[client], expected, atol=1e-6)
 
 
@@ -155,5 +183,10 @@ def test_heads_with_different_batch_counts_are_refused():
     from fdabench.methods.personalised import train_linear_heads
 
     with pytest.raises(ValueError, match="batches per epoch"):
-        train_linear_heads(torch.zeros(2, 8), [torch.zeros(10, 3), torch.zeros(20, 3)], [torch.zeros(10, dtype=torch.long), torch.zeros(20, dtype=torch.long)],
-                           LocalSettings(0.1, 8, 1), [torch.Generator(), torch.Generator()])
+        train_linear_heads(
+            torch.zeros(2, 8),
+            [torch.zeros(10, 3), torch.zeros(20, 3)],
+            [torch.zeros(10, dtype=torch.long), torch.zeros(20, dtype=torch.long)],
+            LocalSettings(0.1, 8, 1),
+            [torch.Generator(), torch.Generator()],
+        )

@@ -12,22 +12,44 @@ from fdabench.methods.weak import multitask_loss
 from fdabench.models import build_model
 from fdabench.models.multitask import MultiTaskModel
 
-SETTINGS = TrainSettings.from_dict({
-    "model": "mlp", "model_options": {"hidden": [8]}, "rounds": 2, "warmup_rounds": 1, "local_epochs": 1,
-    "optimizer": "adam", "source_lr": 1e-2, "target_lr": 1e-2, "source_batch_size": 16, "target_batch_size": 8,
-})
+SETTINGS = TrainSettings.from_dict(
+    {
+        "model": "mlp",
+        "model_options": {"hidden": [8]},
+        "rounds": 2,
+        "warmup_rounds": 1,
+        "local_epochs": 1,
+        "optimizer": "adam",
+        "source_lr": 1e-2,
+        "target_lr": 1e-2,
+        "source_batch_size": 16,
+        "target_batch_size": 8,
+    }
+)
 
 
 def _client(name, n, seed):
     g = torch.Generator().manual_seed(seed)
-    return ClientData(name, torch.randn(n, 5, generator=g), torch.randint(0, 2, (n,), generator=g),
-                      aux={"sex": torch.randint(0, 2, (n,), generator=g), "age_decade": torch.randint(-1, 5, (n,), generator=g)})
+    return ClientData(
+        name,
+        torch.randn(n, 5, generator=g),
+        torch.randint(0, 2, (n,), generator=g),
+        aux={"sex": torch.randint(0, 2, (n,), generator=g), "age_decade": torch.randint(-1, 5, (n,), generator=g)},
+    )
 
 
 @pytest.fixture
 def problem():
-    return FederatedProblem("classification", 2, (5,), [_client("a", 40, 0), _client("b", 30, 1)],
-                            _client("t", 16, 2), _client("u", 10, 3), _client("test", 20, 4), aux_classes={"sex": 2, "age_decade": 5})
+    return FederatedProblem(
+        "classification",
+        2,
+        (5,),
+        [_client("a", 40, 0), _client("b", 30, 1)],
+        _client("t", 16, 2),
+        _client("u", 10, 3),
+        _client("test", 20, 4),
+        aux_classes={"sex": 2, "age_decade": 5},
+    )
 
 
 def test_alpha_zero_multitask_loss_is_the_main_loss(problem):
@@ -38,7 +60,10 @@ def test_alpha_zero_multitask_loss_is_the_main_loss(problem):
     assert torch.allclose(multitask_loss(F.cross_entropy, 0.0)(model, data, index), plain)
     weighted = multitask_loss(F.cross_entropy, 2.0)(model, data, index)
     main, aux = model.forward_with_aux(data.inputs(index))
-    expected = plain + 2.0 * (F.cross_entropy(aux["sex"], data.aux["sex"][index]) + F.cross_entropy(aux["age_decade"], data.aux["age_decade"][index], ignore_index=-1))
+    expected = plain + 2.0 * (
+        F.cross_entropy(aux["sex"], data.aux["sex"][index])
+        + F.cross_entropy(aux["age_decade"], data.aux["age_decade"][index], ignore_index=-1)
+    )
     assert torch.allclose(weighted, expected)
     assert torch.equal(main, model(data.inputs(index)))  # evaluation sees the main head only
 
@@ -62,7 +87,9 @@ def _spy(method):
 
 
 def _aux_mask(inputs):
-    return torch.tensor([n.startswith("aux_heads.") for n, size in zip(inputs.layer_names, inputs.layer_sizes) for _ in range(size)])
+    return torch.tensor(
+        [n.startswith("aux_heads.") for n, size in zip(inputs.layer_names, inputs.layer_sizes) for _ in range(size)]
+    )
 
 
 def test_auxinfo_heads_follow_the_sources_fedavg(problem):
@@ -91,13 +118,27 @@ def test_auxinfo_gp_follows_the_authors_rounds(problem):
         scale = (settings.target_lr / settings.source_lr) * inputs.target_steps / inputs.source_steps.float()
         if index == 0:
             assert torch.allclose(record["start"], record["global"] + average)
-            shared = average + fedgp(inputs.target_update, inputs.source_updates - average, 0.5, inputs.source_counts,
-                                     mode="cosine_scaled", scale=scale, layer_sizes=inputs.layer_sizes)
+            shared = average + fedgp(
+                inputs.target_update,
+                inputs.source_updates - average,
+                0.5,
+                inputs.source_counts,
+                mode="cosine_scaled",
+                scale=scale,
+                layer_sizes=inputs.layer_sizes,
+            )
             assert torch.allclose(delta[aux], average[aux])
         else:
             assert torch.equal(record["start"], record["global"])
-            shared = fedgp(inputs.target_update, inputs.source_updates, 0.5, inputs.source_counts,
-                           mode="cosine_scaled", scale=scale, layer_sizes=inputs.layer_sizes)
+            shared = fedgp(
+                inputs.target_update,
+                inputs.source_updates,
+                0.5,
+                inputs.source_counts,
+                mode="cosine_scaled",
+                scale=scale,
+                layer_sizes=inputs.layer_sizes,
+            )
             assert torch.all(delta[aux] == 0)  # kept at the global model's values
         assert torch.allclose(delta[~aux], shared[~aux], atol=1e-7)
 
@@ -107,8 +148,16 @@ def test_gp_is_cosine_scaled_fedgp_on_the_shared_layers(problem):
     n = [("features.1.weight", 6), ("head.weight", 4), ("aux_heads.sex.weight", 2)]
     generator = torch.Generator().manual_seed(0)
     target, sources = torch.randn(12, generator=generator), torch.randn(2, 12, generator=generator)
-    inputs = RoundInputs(7, torch.zeros(12), tuple(s for _, s in n), SETTINGS, tuple(name for name, _ in n),
-                         source_updates=sources, source_counts=torch.tensor([3.0, 1.0]), source_steps=torch.tensor([4, 2]))
+    inputs = RoundInputs(
+        7,
+        torch.zeros(12),
+        tuple(s for _, s in n),
+        SETTINGS,
+        tuple(name for name, _ in n),
+        source_updates=sources,
+        source_counts=torch.tensor([3.0, 1.0]),
+        source_steps=torch.tensor([4, 2]),
+    )
     method.target_start(inputs)  # round 7: after the averaging rounds
     inputs.target_update, inputs.target_steps = target, 2
     delta = method.aggregate(inputs).delta
@@ -121,7 +170,15 @@ def test_gp_is_cosine_scaled_fedgp_on_the_shared_layers(problem):
 def test_fedavg_finetune_starts_the_target_from_the_sources_aggregate(problem):
     method = get_method("fedavg_finetune")
     sources = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
-    inputs = RoundInputs(0, torch.tensor([10.0, 10.0]), (2,), SETTINGS, ("w",), source_updates=sources, source_counts=torch.tensor([1.0, 1.0]))
+    inputs = RoundInputs(
+        0,
+        torch.tensor([10.0, 10.0]),
+        (2,),
+        SETTINGS,
+        ("w",),
+        source_updates=sources,
+        source_counts=torch.tensor([1.0, 1.0]),
+    )
     assert torch.allclose(method.target_start(inputs), torch.tensor([12.0, 13.0]))
     inputs.target_update = torch.tensor([0.5, -0.5])
     assert torch.allclose(method.aggregate(inputs).delta, torch.tensor([2.5, 2.5]))  # θ_T − θ

@@ -6,11 +6,14 @@ import torch
 from fdabench.models import build_model
 
 
-@pytest.mark.parametrize("name, shape, parameters", [
-    ("fmnist_cnn", (1, 28, 28), 44426),  # conv6-conv16-fc120-84-10 on 28x28
-    ("cifar_cnn", (3, 32, 32), 62006),  # the same on 32x32 colour images
-    ("mnist_cnn", (2, 14, 14), 372426),  # DomainBed's MNIST CNN with a 10-way head
-])
+@pytest.mark.parametrize(
+    "name, shape, parameters",
+    [
+        ("fmnist_cnn", (1, 28, 28), 44426),  # conv6-conv16-fc120-84-10 on 28x28
+        ("cifar_cnn", (3, 32, 32), 62006),  # the same on 32x32 colour images
+        ("mnist_cnn", (2, 14, 14), 372426),  # DomainBed's MNIST CNN with a 10-way head
+    ],
+)
 def test_cnn_shapes(name, shape, parameters):
     model = build_model(name, shape, 10)
     assert model(torch.rand(3, *shape)).shape == (3, 10)

@@ -18,25 +18,45 @@ def raw_params(repo_root):
 
 def _cells(raw, suite, seed=0):
     params = validate_params({**raw, "suite": suite})
-    return [params.cell(exp, method, target, seed) for exp in params.published_experiments()
-            for method in params.methods(exp) for target in params.targets(exp)]
+    return [
+        params.cell(exp, method, target, seed)
+        for exp in params.published_experiments()
+        for method in params.methods(exp)
+        for target in params.targets(exp)
+    ]
 
 
 def _config(raw, suite, experiment, method, target=None):
-    return next(copy.deepcopy(c.config) for c in _cells(raw, suite)
-                if c.config["experiment"] == experiment and c.config["method"] == method and target in (None, c.config["target"]))
+    return next(
+        copy.deepcopy(c.config)
+        for c in _cells(raw, suite)
+        if c.config["experiment"] == experiment
+        and c.config["method"] == method
+        and target in (None, c.config["target"])
+    )
 
 
 def _changes(config):
     """changes_from_published with the cell's model options resolved, as the cell file records them."""
-    return changes_from_published(config, resolved_model_options(config["train"]["model"], config["train"].get("model_options", {})))
+    return changes_from_published(
+        config, resolved_model_options(config["train"]["model"], config["train"].get("model_options", {}))
+    )
 
 
 def _write(tmp_path, config, final, name):
-    payload = {"format": "fdabench.cell/1", "status": "complete", "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
-               "config": config, "metric": "accuracy", "final": final, "rounds": [],
-               "model": {"name": config["train"]["model"],
-                         "options": resolved_model_options(config["train"]["model"], config["train"].get("model_options", {}))}}
+    payload = {
+        "format": "fdabench.cell/1",
+        "status": "complete",
+        "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
+        "config": config,
+        "metric": "accuracy",
+        "final": final,
+        "rounds": [],
+        "model": {
+            "name": config["train"]["model"],
+            "options": resolved_model_options(config["train"]["model"], config["train"].get("model_options", {})),
+        },
+    }
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(payload))
     return str(path)
@@ -62,11 +82,17 @@ def test_published_protocols_of_the_two_codebases():
     noise = PROTOCOLS["fmnist_noise"]
     assert noise.rows["fedgp_0.5"].hparams["mode"] == "cosine_scaled" and noise.partition["noise_mode"] == "redraw"
     assert noise.rows["fedgp_auto"].algorithm == "fedgp_auto_threshold"
-    assert noise.rows["fedgp_auto"].hparams.items() >= {"lr_decay_after_warmup": 0.1, "target_batch_size": 4, "scale_alignment": "noniid_code"}.items()
+    assert (
+        noise.rows["fedgp_auto"].hparams.items()
+        >= {"lr_decay_after_warmup": 0.1, "target_batch_size": 4, "scale_alignment": "noniid_code"}.items()
+    )
     assert noise.rows["target_only"].algorithm == "warmup_target_only" and noise.train["target_lr"] == 0.005
     assert PROTOCOLS["cifar10_noise"].rows["fedda_auto"].hparams["lr_decay_after_warmup"] == 0.35
     colored = PROTOCOLS["colored_mnist"]
-    assert colored.rows["fedgp_auto"].algorithm == "fedgp_auto" and colored.rows["fedgp_auto"].hparams["target_batch_size"] == 1
+    assert (
+        colored.rows["fedgp_auto"].algorithm == "fedgp_auto"
+        and colored.rows["fedgp_auto"].hparams["target_batch_size"] == 1
+    )
     assert colored.rows["fedda_auto"].hparams["scale_alignment"] == "domainbed_code"
     assert PROTOCOLS["terra_incognita"].rows["fedgp_auto"].train == {"warmup_rounds": 5}
 
@@ -76,7 +102,9 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
     paths = [_write(tmp_path, {**config, "seed": seed}, final, f"gp{seed}") for seed, final in ((0, 0.70), (1, 0.72))]
     projection = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp")
     paths.append(_write(tmp_path, projection, 0.60, "projection"))
-    paths.append(_write(tmp_path, {**config, "method": "fedgp_b0.3", "hparams": {**config["hparams"], "beta": 0.3}}, 0.6, "b03"))
+    paths.append(
+        _write(tmp_path, {**config, "method": "fedgp_b0.3", "hparams": {**config["hparams"], "beta": 0.3}}, 0.6, "b03")
+    )
     table = paper_vs_ours(paths)
     assert list(table["method"]) == ["fedgp_cosine", "fedgp"]  # β = 0.3 has no published number
     faithful, flagged = table.iloc[0], table.iloc[1]
@@ -87,7 +115,12 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
     assert "| fmnist_noise | noise0.4 | fedgp [1] | 71.09 | 60.00 | 1 | -11.09 |" in markdown
     assert "- [1] hparams.mode = projection (published cosine_scaled)." in markdown
     summary = paper_vs_ours_summary(table).iloc[0]
-    assert (summary["published_rows"], summary["matched"], summary["matched_published_settings"], summary["within_3_points"]) == (45, 1, 1, 1)
+    assert (
+        summary["published_rows"],
+        summary["matched"],
+        summary["matched_published_settings"],
+        summary["within_3_points"],
+    ) == (45, 1, 1, 1)
 
 
 # One knob changed from the published protocol of a faithful cell -> exactly that change is flagged.
@@ -128,7 +161,11 @@ def test_a_cell_that_differs_in_one_knob_is_flagged(raw_params, experiment, meth
     published = section[knob[-1]]
     section[knob[-1]] = value
     changes = _changes(config)
-    assert len(changes) == 1 and changes[0].startswith(".".join(knob) + f" = {value}") and f"(published {published})" in changes[0], changes
+    assert (
+        len(changes) == 1
+        and changes[0].startswith(".".join(knob) + f" = {value}")
+        and f"(published {published})" in changes[0]
+    ), changes
 
 
 def test_another_beta_compares_with_its_own_row(raw_params):
@@ -140,16 +177,27 @@ def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(
     """Every compared cell of the `paper` suite is on its row's published protocol, except the variants kept
     beside the published ones so readers see both, and settings fdabench cannot run as published."""
     expected = {
-        "fedgp": {"hparams.mode = projection (published cosine_scaled)"},                      # the definition
-        "target_only": {"algorithm = target_only (published warmup_target_only)"},           # no warm-up (non-iid tables)
-        "warmup_target_only": {"algorithm = warmup_target_only (published target_only)"},    # DomainBed's has none
-        "fedgp_auto": {"algorithm = fedgp_auto (published fedgp_auto_threshold)", "train.warmup_rounds = 2 (published 5)"},
-        "fedgp_auto_threshold": {"algorithm = fedgp_auto_threshold (published fedgp_auto)", "train.warmup_rounds = 2 (published 5)"},
-        "fedda_auto": {"train.warmup_rounds = 2 (published 5)"},                              # TerraIncognita auto warm-up
-        "oracle": {"train.warmup_rounds = 2 (published 0)", "train.target_batch_size = 16 (published 64)",
-                   "train.target_lr = 0.0002 (published 0.00025)", "train.target_lr = 0.005 (published 0.003)",
-                   "train.target_lr = 1e-05 (published 1.25e-05)", "train.source_lr = 0.005 (published 0.001)",
-                   "train.target_lr = 0.0025 (published 0.0005)"},                                     # oracle scripts' own settings
+        "fedgp": {"hparams.mode = projection (published cosine_scaled)"},  # the definition
+        "target_only": {"algorithm = target_only (published warmup_target_only)"},  # no warm-up (non-iid tables)
+        "warmup_target_only": {"algorithm = warmup_target_only (published target_only)"},  # DomainBed's has none
+        "fedgp_auto": {
+            "algorithm = fedgp_auto (published fedgp_auto_threshold)",
+            "train.warmup_rounds = 2 (published 5)",
+        },
+        "fedgp_auto_threshold": {
+            "algorithm = fedgp_auto_threshold (published fedgp_auto)",
+            "train.warmup_rounds = 2 (published 5)",
+        },
+        "fedda_auto": {"train.warmup_rounds = 2 (published 5)"},  # TerraIncognita auto warm-up
+        "oracle": {
+            "train.warmup_rounds = 2 (published 0)",
+            "train.target_batch_size = 16 (published 64)",
+            "train.target_lr = 0.0002 (published 0.00025)",
+            "train.target_lr = 0.005 (published 0.003)",
+            "train.target_lr = 1e-05 (published 1.25e-05)",
+            "train.source_lr = 0.005 (published 0.001)",
+            "train.target_lr = 0.0025 (published 0.0005)",
+        },  # oracle scripts' own settings
         **{name: {"train.rounds = 50 (published 150)"} for name in ("ditto", "fedrep", "apfl", "knn_per")},
     }
     seen: dict[str, set[str]] = {}
@@ -168,8 +216,11 @@ def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(
 def test_the_cpu_reduction_of_colored_mnist_is_marked(raw_params):
     config = _config(raw_params, "paper_cpu", "colored_mnist", "fedgp_cosine")
     assert _changes(config) == [
-        "dataset_options.samples_per_environment = 5000 (published unset)", "partition.target_labelled = 0.01 (published 0.001)",
-        "train.model_options.width = 32 (published 64)", "train.rounds = 20 (published 50)"]
+        "dataset_options.samples_per_environment = 5000 (published unset)",
+        "partition.target_labelled = 0.01 (published 0.001)",
+        "train.model_options.width = 32 (published 64)",
+        "train.rounds = 20 (published 50)",
+    ]
 
 
 def test_published_averages_are_compared_with_the_per_seed_mean_over_targets(tmp_path, raw_params):
@@ -196,4 +247,8 @@ def test_protocol_records_spell_out_every_model_option():
         for row_key, row in protocol.rows.items():
             train = published_settings(protocol, row)["train"]
             resolved = resolved_model_options(train["model"], train["model_options"])
-            assert train["model_options"] == resolved, (key, row_key, sorted(set(resolved) - set(train["model_options"])))
+            assert train["model_options"] == resolved, (
+                key,
+                row_key,
+                sorted(set(resolved) - set(train["model_options"])),
+            )

@@ -14,15 +14,28 @@ def cells():
     for method, offset in (("fedgp", 0.1), ("source_only", 0.0)):
         for target, base in (("a", 0.5), ("b", 0.7)):
             for seed, noise in ((0, 0.0), (1, 0.02)):
-                rows.append({"suite": "s", "experiment": "exp", "dataset": "d", "method": method, "algorithm": method,
-                             "target": target, "seed": seed, "metric": "accuracy", "final": base + offset + noise})
+                rows.append(
+                    {
+                        "suite": "s",
+                        "experiment": "exp",
+                        "dataset": "d",
+                        "method": method,
+                        "algorithm": method,
+                        "target": target,
+                        "seed": seed,
+                        "metric": "accuracy",
+                        "final": base + offset + noise,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def test_tidy_statistics(cells):
     tidy = tidy_table(cells)
     row = tidy[(tidy.method == "fedgp") & (tidy.target == "a")].iloc[0]
-    assert row["mean"] == pytest.approx(0.61) and row["std"] == pytest.approx(0.02 / math.sqrt(2)) and row["n_seeds"] == 2
+    assert (
+        row["mean"] == pytest.approx(0.61) and row["std"] == pytest.approx(0.02 / math.sqrt(2)) and row["n_seeds"] == 2
+    )
     avg = tidy[(tidy.method == "fedgp") & (tidy.target == "Avg")].iloc[0]
     assert avg["mean"] == pytest.approx((0.6 + 0.8 + 0.62 + 0.82) / 4)
     assert list(tidy.method.unique()) == ["fedgp", "source_only"]  # order of first appearance

@@ -4,4 +4,13 @@ schema (`checks`), and validated params resolved into cells (`params`)."""
 from fdabench.config.params import Cell, Params, deep_merge, load_params, validate_params
 from fdabench.config.schema import NAME_PATTERN, ParamsError, params_schema
 
-__all__ = ["NAME_PATTERN", "Cell", "Params", "ParamsError", "deep_merge", "load_params", "params_schema", "validate_params"]
+__all__ = [
+    "NAME_PATTERN",
+    "Cell",
+    "Params",
+    "ParamsError",
+    "deep_merge",
+    "load_params",
+    "params_schema",
+    "validate_params",
+]

@@ -84,24 +84,39 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     prefix = tuple(where.split("."))
     source = get_dataset(exp["dataset"])
     partitioner = get_partitioner(resolve.partitioner_name(exp))
-    problems = schema_errors(exp.get("partition", {}), object_schema(partitioner.options_schema), prefix=(*prefix, "partition"))
-    problems += schema_errors(exp.get("dataset_options", {}), object_schema(source.options_schema), prefix=(*prefix, "dataset_options"))
+    problems = schema_errors(
+        exp.get("partition", {}), object_schema(partitioner.options_schema), prefix=(*prefix, "partition")
+    )
+    problems += schema_errors(
+        exp.get("dataset_options", {}), object_schema(source.options_schema), prefix=(*prefix, "dataset_options")
+    )
     if "published" in exp and exp["published"] not in PUBLISHED:
-        problems.append(f"{where}.published: unknown key {exp['published']!r}; allowed values: {', '.join(sorted(PUBLISHED))}")
+        problems.append(
+            f"{where}.published: unknown key {exp['published']!r}; allowed values: {', '.join(sorted(PUBLISHED))}"
+        )
     known_methods = _known_methods(raw)
     methods = resolve.experiment_methods(suite, exp)
     if not methods:
         problems.append(f"{where}: no methods (set `methods` here or in {where.rsplit('.experiments.', 1)[0]})")
     for index, method in enumerate(exp.get("methods", [])):
         if method not in known_methods:
-            problems.append(f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}")
+            problems.append(
+                f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}"
+            )
     for method, options in (exp.get("method_options") or {}).items():
         if method not in methods:
-            problems.append(f"{where}.method_options.{method}: {method!r} is not a method of this experiment; its methods: {', '.join(methods)}")
+            problems.append(
+                f"{where}.method_options.{method}: {method!r} is not a method of this experiment; its methods: "
+                f"{', '.join(methods)}"
+            )
             continue
         algorithm = _valid_algorithm(raw, method)
         if algorithm is not None:
-            problems += schema_errors(options, object_schema(METHODS.get(algorithm).hparams_schema), prefix=(*prefix, "method_options", method))
+            problems += schema_errors(
+                options,
+                object_schema(METHODS.get(algorithm).hparams_schema),
+                prefix=(*prefix, "method_options", method),
+            )
     targets = exp.get("targets", "all")
     if targets != "all":
         partition = resolve.experiment_partition_options(exp)
@@ -132,7 +147,10 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
 def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, check: dict[str, Any]) -> list[str]:
     experiment = suite["experiments"].get(check["experiment"])
     if experiment is None:
-        return [f"{where}.experiment: unknown experiment {check['experiment']!r}; allowed values: {', '.join(suite['experiments'])}"]
+        return [
+            f"{where}.experiment: unknown experiment {check['experiment']!r}; allowed values: "
+            f"{', '.join(suite['experiments'])}"
+        ]
     problems = []
     if experiment["dataset"] != "synthetic_regression":
         problems.append(f"{where}.experiment: the theory check needs a synthetic_regression experiment")
@@ -140,8 +158,15 @@ def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str,
     in_experiment = resolve.experiment_methods(suite, experiment)
     for role, method in roles.items():
         if method not in in_experiment:
-            problems.append(f"{where}.roles.{role}: method {method!r} is not run by experiment {check['experiment']!r} (its methods: {', '.join(in_experiment)})")
-    betas = {resolve.hparams(raw, None, roles[rule]).get("beta") for rule in ("fedda", "fedgp") if _valid_algorithm(raw, roles[rule])}
+            problems.append(
+                f"{where}.roles.{role}: method {method!r} is not run by experiment {check['experiment']!r} (its "
+                f"methods: {', '.join(in_experiment)})"
+            )
+    betas = {
+        resolve.hparams(raw, None, roles[rule]).get("beta")
+        for rule in ("fedda", "fedgp")
+        if _valid_algorithm(raw, roles[rule])
+    }
     if len(betas) > 1:
         problems.append(f"{where}: the fedda and fedgp roles must share one beta (got {sorted(betas)})")
     return problems

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -34,7 +35,14 @@ class Cell:
 
     @property
     def path(self) -> str:
-        return paths.fill(paths.CELL, suite=self.suite, experiment=self.experiment, method=self.method, target=self.target, seed=self.seed)
+        return paths.fill(
+            paths.CELL,
+            suite=self.suite,
+            experiment=self.experiment,
+            method=self.method,
+            target=self.target,
+            seed=self.seed,
+        )
 
 
 class Params:
@@ -66,12 +74,17 @@ class Params:
 
     def prepared_options(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every (dataset, options hash) of the suite with its options."""
-        return {self.prepared_key(e): self.dataset_options(self.experiment(e)["dataset"], e) for e in self.experiment_names()}
+        return {
+            self.prepared_key(e): self.dataset_options(self.experiment(e)["dataset"], e)
+            for e in self.experiment_names()
+        }
 
     def raw_paths(self, dataset: str, options: dict[str, Any]) -> list[str]:
         """What `prepare` reads: acquired raw datasets and any outside input files (e.g. a manifest)."""
         source = get_dataset(dataset)
-        return [paths.fill(paths.RAW, data=self.data_root, raw=raw) for raw in source.raw_datasets] + source.input_files(options)
+        return [
+            paths.fill(paths.RAW, data=self.data_root, raw=raw) for raw in source.raw_datasets
+        ] + source.input_files(options)
 
     def raw_in_suite(self) -> list[str]:
         return sorted({raw for dataset in self.datasets_in_suite() for raw in get_dataset(dataset).raw_datasets})
@@ -97,7 +110,11 @@ class Params:
         targets = exp.get("targets", "all")
         if targets == "all":
             partitioner = get_partitioner(self.partitioner(experiment))
-            return partitioner.target_names(get_dataset(exp["dataset"]), self.partition_options(experiment), self.dataset_options(exp["dataset"], experiment))
+            return partitioner.target_names(
+                get_dataset(exp["dataset"]),
+                self.partition_options(experiment),
+                self.dataset_options(exp["dataset"], experiment),
+            )
         return list(targets)
 
     def seeds(self, experiment: str) -> list[int]:

@@ -20,7 +20,10 @@ from fdabench.methods import METHODS
 
 
 def dataset_options(raw: dict[str, Any], dataset: str, experiment: dict[str, Any] | None = None) -> dict[str, Any]:
-    options = {**copy.deepcopy(get_dataset(dataset).default_options), **copy.deepcopy((raw.get("datasets") or {}).get(dataset, {}))}
+    options = {
+        **copy.deepcopy(get_dataset(dataset).default_options),
+        **copy.deepcopy((raw.get("datasets") or {}).get(dataset, {})),
+    }
     if experiment is not None:
         options.update(copy.deepcopy(experiment.get("dataset_options", {})))
     return options
@@ -68,9 +71,14 @@ def variant_hparams(raw: dict[str, Any], method: str, target: str | None = None)
     return {**variant, **by_target.get(target, {})}
 
 
-def hparams(raw: dict[str, Any], experiment: dict[str, Any] | None, method: str, target: str | None = None) -> dict[str, Any]:
+def hparams(
+    raw: dict[str, Any], experiment: dict[str, Any] | None, method: str, target: str | None = None
+) -> dict[str, Any]:
     """The complete hyper-parameters of `method` in `experiment` for `target`."""
-    resolved = {**copy.deepcopy(METHODS.get(algorithm_of(raw, method)).default_hparams), **variant_hparams(raw, method, target)}
+    resolved = {
+        **copy.deepcopy(METHODS.get(algorithm_of(raw, method)).default_hparams),
+        **variant_hparams(raw, method, target),
+    }
     if experiment is not None:
         resolved.update(copy.deepcopy((experiment.get("method_options") or {}).get(method, {})))
     return resolved

@@ -23,7 +23,9 @@ def _name(description: str) -> dict[str, Any]:
     return {"type": "string", "pattern": NAME_PATTERN, "description": description}
 
 
-def object_schema(properties: dict[str, Any], required: list[str] | None = None, description: str = "") -> dict[str, Any]:
+def object_schema(
+    properties: dict[str, Any], required: list[str] | None = None, description: str = ""
+) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
         schema["required"] = required
@@ -34,22 +36,41 @@ def object_schema(properties: dict[str, Any], required: list[str] | None = None,
 
 def params_schema() -> dict[str, Any]:
     """The JSON schema of params.yaml; registered names (datasets, methods, models) are enums."""
-    train = object_schema({**TRAIN_SCHEMA, "model": {"enum": MODELS.names(), "description": "model registry name"}},
-                    description="training settings; unset keys take the dataset's defaults")
+    train = object_schema(
+        {**TRAIN_SCHEMA, "model": {"enum": MODELS.names(), "description": "model registry name"}},
+        description="training settings; unset keys take the dataset's defaults",
+    )
     name_list = {"type": "array", "items": _name("a name"), "minItems": 1, "uniqueItems": True}
     seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True}
     experiment = object_schema(
         {
             "dataset": {"enum": DATASETS.names(), "description": "dataset registry name"},
-            "partitioner": {"enum": PARTITIONERS.names(), "description": "how clients are formed (default: the dataset's)"},
+            "partitioner": {
+                "enum": PARTITIONERS.names(),
+                "description": "how clients are formed (default: the dataset's)",
+            },
             "targets": {"oneOf": [{"const": "all"}, name_list], "description": "target domains, or 'all'"},
             "methods": {**name_list, "description": "method variants (keys of `methods`) or registered methods"},
             "seeds": seeds,
-            "partition": {"type": "object", "description": "partitioner options; unset keys take the dataset's defaults"},
-            "dataset_options": {"type": "object", "description": "dataset options for this experiment (over `datasets.<name>`)"},
-            "published": {"type": "string", "description": "key of the published numbers this experiment reproduces (paper_vs_ours)"},
-            "method_options": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
-                               "description": "per-method hyper-parameters of this experiment, over the variant's (e.g. a dataset's published auto-weighting settings)"},
+            "partition": {
+                "type": "object",
+                "description": "partitioner options; unset keys take the dataset's defaults",
+            },
+            "dataset_options": {
+                "type": "object",
+                "description": "dataset options for this experiment (over `datasets.<name>`)",
+            },
+            "published": {
+                "type": "string",
+                "description": "key of the published numbers this experiment reproduces (paper_vs_ours)",
+            },
+            "method_options": {
+                "type": "object",
+                "propertyNames": {"pattern": NAME_PATTERN},
+                "additionalProperties": {"type": "object"},
+                "description": "per-method hyper-parameters of this experiment, over the variant's (e.g. a dataset's "
+                "published auto-weighting settings)",
+            },
             "train": train,
         },
         required=["dataset"],
@@ -58,8 +79,13 @@ def params_schema() -> dict[str, Any]:
         {
             "experiments": {**name_list, "description": "experiments of this suite shown in the table"},
             "title": {"type": "string"},
-            "metrics": {"type": "array", "items": {"enum": ["accuracy", "auc", "mse", "loss"]}, "minItems": 1, "uniqueItems": True,
-                        "description": "metrics shown (default: each cell's primary metric)"},
+            "metrics": {
+                "type": "array",
+                "items": {"enum": ["accuracy", "auc", "mse", "loss"]},
+                "minItems": 1,
+                "uniqueItems": True,
+                "description": "metrics shown (default: each cell's primary metric)",
+            },
         },
         required=["experiments"],
     )
@@ -75,7 +101,11 @@ def params_schema() -> dict[str, Any]:
     )
     figure = object_schema(
         {
-            "kind": {"enum": ["shift", "beta", "alpha"], "description": "shift: final metric against the level in the target name; beta / alpha: final metric against the hyper-parameter β / α"},
+            "kind": {
+                "enum": ["shift", "beta", "alpha"],
+                "description": "shift: final metric against the level in the target name; beta / alpha: final metric "
+                "against the hyper-parameter β / α",
+            },
             "experiments": {**name_list, "description": "experiments of this suite in the figure"},
             "title": {"type": "string"},
         },
@@ -86,9 +116,18 @@ def params_schema() -> dict[str, Any]:
             "seeds": seeds,
             "methods": {**name_list, "description": "default methods of the suite's experiments"},
             "train": train,
-            "experiments": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": experiment, "minProperties": 1},
+            "experiments": {
+                "type": "object",
+                "propertyNames": {"pattern": NAME_PATTERN},
+                "additionalProperties": experiment,
+                "minProperties": 1,
+            },
             "tables": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": table},
-            "theory_checks": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": theory_check},
+            "theory_checks": {
+                "type": "object",
+                "propertyNames": {"pattern": NAME_PATTERN},
+                "additionalProperties": theory_check,
+            },
             "figures": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": figure},
         },
         required=["experiments"],
@@ -101,8 +140,12 @@ def params_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "algorithm": {"enum": METHODS.names(), "description": "registered method (default: the variant's name)"},
-            "by_target": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": {"type": "object"},
-                          "description": "per-target hyper-parameters over the variant's (e.g. a published per-domain lr decay)"},
+            "by_target": {
+                "type": "object",
+                "propertyNames": {"pattern": NAME_PATTERN},
+                "additionalProperties": {"type": "object"},
+                "description": "per-target hyper-parameters over the variant's (e.g. a published per-domain lr decay)",
+            },
         },
         "description": "hyper-parameters of the algorithm (checked against its own schema)",
     }
@@ -117,13 +160,31 @@ def params_schema() -> dict[str, Any]:
                 "data": object_schema(
                     {
                         "root": {"type": "string", "description": "where prepared data and partitions are written"},
-                        "mirror": {"type": ["string", "null"], "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})"},
-                        "download": {"type": "boolean", "description": "let `acquire` download raw datasets the mirror lacks (network; default false)"},
+                        "mirror": {
+                            "type": ["string", "null"],
+                            "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})",
+                        },
+                        "download": {
+                            "type": "boolean",
+                            "description": "let `acquire` download raw datasets the mirror lacks (network; default "
+                            "false)",
+                        },
                     }
                 ),
-                "datasets": object_schema(dataset_options, description="per-dataset options; unset keys take the dataset's defaults"),
-                "methods": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": method_variant},
-                "suites": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": suite, "minProperties": 1},
+                "datasets": object_schema(
+                    dataset_options, description="per-dataset options; unset keys take the dataset's defaults"
+                ),
+                "methods": {
+                    "type": "object",
+                    "propertyNames": {"pattern": NAME_PATTERN},
+                    "additionalProperties": method_variant,
+                },
+                "suites": {
+                    "type": "object",
+                    "propertyNames": {"pattern": NAME_PATTERN},
+                    "additionalProperties": suite,
+                    "minProperties": 1,
+                },
             },
             required=["suite", "suites"],
         ),
@@ -143,9 +204,14 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
         unexpected = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
-        return f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; allowed keys: {', '.join(allowed) or '(none)'}"
+        return (
+            f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; "
+            f"allowed keys: {', '.join(allowed) or '(none)'}"
+        )
     if error.validator == "enum":
-        return f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+        return (
+            f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+        )
     if error.validator == "pattern" or (error.validator == "propertyNames"):
         return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
     if error.validator == "type":

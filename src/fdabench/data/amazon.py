@@ -93,8 +93,17 @@ class AmazonReviews(DatasetSource):
     model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
-        "vocabulary": {"type": "integer", "minimum": 10, "description": "most frequent uni- and bigrams of the sources' text", "default": 5000},
-        "features": {"enum": ["binary", "counts", "log_counts"], "description": "per-review map of the n-gram counts", "default": "binary"},
+        "vocabulary": {
+            "type": "integer",
+            "minimum": 10,
+            "description": "most frequent uni- and bigrams of the sources' text",
+            "default": 5000,
+        },
+        "features": {
+            "enum": ["binary", "counts", "log_counts"],
+            "description": "per-review map of the n-gram counts",
+            "default": "binary",
+        },
     }
     # The weakly-supervised paper's Table 5: three sources with 2,000 reviews each; the target labels 400 and
     # is tested on its other 1,600. The authors' (later deleted) Amazon network was an MLP on 5,000 features
@@ -122,15 +131,21 @@ class AmazonReviews(DatasetSource):
         from sklearn.feature_extraction.text import CountVectorizer
 
         reviews = read_reviews(raw_dir(raw_root, RAW_NAME) / ARCHIVE)
-        vocabularies = source_vocabularies({domain: texts for domain, (texts, _) in reviews.items()}, options["vocabulary"])
+        vocabularies = source_vocabularies(
+            {domain: texts for domain, (texts, _) in reviews.items()}, options["vocabulary"]
+        )
         union = sorted(set().union(*vocabularies.values()))
         column = {ngram: index for index, ngram in enumerate(union)}
         counter = CountVectorizer(ngram_range=(1, 2), vocabulary=union)
-        domains = {domain: DomainArrays(feature_map(counter.transform(texts).toarray(), options["features"]), labels)
-                   for domain, (texts, labels) in reviews.items()}
+        domains = {
+            domain: DomainArrays(feature_map(counter.transform(texts).toarray(), options["features"]), labels)
+            for domain, (texts, labels) in reviews.items()
+        }
         meta = {
             "options": options,
-            "target_feature_columns": {target: [column[ngram] for ngram in vocabulary] for target, vocabulary in vocabularies.items()},
+            "target_feature_columns": {
+                target: [column[ngram] for ngram in vocabulary] for target, vocabulary in vocabularies.items()
+            },
             "union_vocabulary": len(union),
         }
         return PreparedDataset(self.name, self.task, 2, (len(union),), domains, meta=meta)

@@ -82,7 +82,7 @@ class PreparedDataset:
                 shutil.rmtree(staging)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True) -> "PreparedDataset":
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> PreparedDataset:
         """Read a prepared directory; arrays are memory-mapped (read on demand) unless mmap=False."""
         path = Path(path)
         header_path = path / "header.json"
@@ -149,7 +149,9 @@ class DatasetSource(ABC):
         """Build every domain's arrays from embedded or generated data, or from the raw datasets found
         under `raw_root` (data/raw, or a mirror: the same layout)."""
 
-    def target_names(self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
+    def target_names(
+        self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> list[str]:
         """The names `targets: all` expands to (default: every domain)."""
         return list(self.domains)
 

@@ -51,7 +51,13 @@ class ColoredDigits(DatasetSource):
     model = "digits_cnn"
     options_schema = {
         # DomainBed ColoredMNIST: 25% label noise
-        "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "description": "label flip probability", "default": 0.25},
+        "label_noise": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "label flip probability",
+            "default": 0.25,
+        },
         "seed": {**_SEED_OPTION, "default": 0},
     }
     default_train = _DIGITS_TRAIN

@@ -32,8 +32,18 @@ _RESNET_TRAIN = {
     "target_batch_size": 16,
 }
 _IMAGE_OPTIONS = {
-    "image_size": {"type": "integer", "minimum": 8, "description": "images are resized to image_size x image_size", "default": 224},
-    "max_per_domain": {"type": ["integer", "null"], "minimum": 1, "description": "keep a seeded random subset per domain (CPU budgets)", "default": None},
+    "image_size": {
+        "type": "integer",
+        "minimum": 8,
+        "description": "images are resized to image_size x image_size",
+        "default": 224,
+    },
+    "max_per_domain": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "description": "keep a seeded random subset per domain (CPU budgets)",
+        "default": None,
+    },
     "seed": {"type": "integer", "minimum": 0, "default": 0},
 }
 
@@ -93,12 +103,18 @@ class ImageFolderDomains(DatasetSource):
             if options["max_per_domain"] and len(paths) > options["max_per_domain"]:
                 keep = np.sort(rng.choice(len(paths), options["max_per_domain"], replace=False))
                 paths, labels = [paths[i] for i in keep], [labels[i] for i in keep]
-            domains[domain] = DomainArrays(decode_images(paths, options["image_size"]), np.asarray(labels, dtype=np.int64))
+            domains[domain] = DomainArrays(
+                decode_images(paths, options["image_size"]), np.asarray(labels, dtype=np.int64)
+            )
         size = options["image_size"]
-        return PreparedDataset(self.name, self.task, len(classes), (3, size, size), domains, meta={"options": options, "classes": classes})
+        return PreparedDataset(
+            self.name, self.task, len(classes), (3, size, size), domains, meta={"options": options, "classes": classes}
+        )
 
 
-def _image_folder(name: str, raw: str, folders: dict[str, str], target_labelled: float, **train) -> type[ImageFolderDomains]:
+def _image_folder(
+    name: str, raw: str, folders: dict[str, str], target_labelled: float, **train
+) -> type[ImageFolderDomains]:
     attributes = {
         "name": name,
         "raw_name": raw,
@@ -106,7 +122,8 @@ def _image_folder(name: str, raw: str, folders: dict[str, str], target_labelled:
         "folders": folders,
         "default_partition": {"holdout_fraction": 0.2, "target_labelled": target_labelled},
         "default_train": {**_RESNET_TRAIN, **train},
-        "__doc__": f"DomainBed's {raw} image folders, leave one domain out (target labels {target_labelled:.0%} of its 'in' split).",
+        "__doc__": f"DomainBed's {raw} image folders, leave one domain out (target labels {target_labelled:.0%} of its "
+        f"'in' split).",
     }
     cls = type(name.title().replace("_", ""), (ImageFolderDomains,), attributes)
     return DATASETS.register(cls)
@@ -115,20 +132,40 @@ def _image_folder(name: str, raw: str, folders: dict[str, str], target_labelled:
 # Target labelled fractions of DESIGN.md §3: VLCS 5%, TerraIncognita 5%, PACS / OfficeHome / DomainNet 15%.
 _image_folder("vlcs", "VLCS", {d: d for d in ("Caltech101", "LabelMe", "SUN09", "VOC2007")}, 0.05)
 _image_folder("pacs", "PACS", {d: d for d in ("art_painting", "cartoon", "photo", "sketch")}, 0.15)
-_image_folder("office_home", "office_home", {"Art": "Art", "Clipart": "Clipart", "Product": "Product", "Real_World": "Real World"}, 0.15)
+_image_folder(
+    "office_home",
+    "office_home",
+    {"Art": "Art", "Clipart": "Clipart", "Product": "Product", "Real_World": "Real World"},
+    0.15,
+)
 _image_folder("terra_incognita", "terra_incognita", {f"L{n}": f"location_{n}" for n in (100, 38, 43, 46)}, 0.05)
-_image_folder("domain_net", "domain_net", {d: d for d in ("clipart", "infograph", "painting", "quickdraw", "real", "sketch")}, 0.15, rounds=20)
+_image_folder(
+    "domain_net",
+    "domain_net",
+    {d: d for d in ("clipart", "infograph", "painting", "quickdraw", "real", "sketch")},
+    0.15,
+    rounds=20,
+)
 
 
 # -- hospital domains from a manifest ----------------------------------------------------------------------
+
 
 class ManifestError(ValueError):
     pass
 
 
-def read_manifest(manifest: str | Path, image_root: str | Path, domain_column: str, label_column: str,
-                  auxiliary: list[str], domains: list[str] | None, num_classes: int | None = None,
-                  auxiliary_values: dict[str, list[str]] | None = None, id_column: str = "path"):
+def read_manifest(
+    manifest: str | Path,
+    image_root: str | Path,
+    domain_column: str,
+    label_column: str,
+    auxiliary: list[str],
+    domains: list[str] | None,
+    num_classes: int | None = None,
+    auxiliary_values: dict[str, list[str]] | None = None,
+    id_column: str = "path",
+):
     """Load and check a manifest CSV: columns `path` (relative to image_root), the domain and label columns
     and the auxiliary columns; labels are integers in 0..num_classes-1 (non-negative when num_classes is
     None); auxiliary columns with declared `auxiliary_values` hold only those values (or are empty); ids
@@ -145,7 +182,9 @@ def read_manifest(manifest: str | Path, image_root: str | Path, domain_column: s
     required = list(dict.fromkeys(["path", id_column, domain_column, label_column, *auxiliary]))
     missing = [c for c in required if c not in table.columns]
     if missing:
-        raise ManifestError(f"{manifest}: missing column(s) {', '.join(missing)}; it has {', '.join(map(str, table.columns))}")
+        raise ManifestError(
+            f"{manifest}: missing column(s) {', '.join(missing)}; it has {', '.join(map(str, table.columns))}"
+        )
     problems = []
     labels = pd.to_numeric(table[label_column], errors="coerce")
     bad_labels = table.index[labels.isna() | (labels < 0) | (labels != labels.round())].tolist()
@@ -153,20 +192,26 @@ def read_manifest(manifest: str | Path, image_root: str | Path, domain_column: s
         problems.append(f"label column {label_column!r} must hold non-negative integers; rows {bad_labels[:5]}")
     elif num_classes is not None and (labels >= num_classes).any():
         rows = table.index[labels >= num_classes].tolist()
-        problems.append(f"unknown label values {sorted(set(labels[rows].astype(int)))} in column {label_column!r} "
-                        f"(num_classes = {num_classes}: 0..{num_classes - 1}); rows {rows[:5]}")
+        problems.append(
+            f"unknown label values {sorted(set(labels[rows].astype(int)))} in column {label_column!r} "
+            f"(num_classes = {num_classes}: 0..{num_classes - 1}); rows {rows[:5]}"
+        )
     for name, allowed in (auxiliary_values or {}).items():
         if name not in auxiliary:
             continue
         values = table[name].dropna().astype(str)
         unknown = values[~values.isin([str(v) for v in allowed])]
         if len(unknown):
-            problems.append(f"unknown values {sorted(unknown.unique())[:5]} in auxiliary column {name!r} (allowed: {allowed}); "
-                            f"rows {unknown.index.tolist()[:5]}")
+            problems.append(
+                f"unknown values {sorted(unknown.unique())[:5]} in auxiliary column {name!r} (allowed: {allowed}); "
+                f"rows {unknown.index.tolist()[:5]}"
+            )
     duplicated = table.index[table[id_column].duplicated(keep=False)].tolist()
     if duplicated:
-        problems.append(f"duplicate ids in column {id_column!r}: {sorted(set(table[id_column][duplicated].astype(str)))[:5]}; "
-                        f"rows {duplicated[:5]}")
+        problems.append(
+            f"duplicate ids in column {id_column!r}: {sorted(set(table[id_column][duplicated].astype(str)))[:5]}; "
+            f"rows {duplicated[:5]}"
+        )
     root = image_root.resolve()
     outside, absent = [], []
     for row, relative in zip(table.index, table["path"]):
@@ -179,7 +224,10 @@ def read_manifest(manifest: str | Path, image_root: str | Path, domain_column: s
     if outside:
         problems.append(f"paths must be relative and stay inside image_root {root}; rows {outside[:5]}")
     if absent:
-        problems.append(f"{len(absent)} image file(s) do not exist under {root}, e.g. rows {absent[:5]}: {[table['path'][r] for r in absent[:3]]}")
+        problems.append(
+            f"{len(absent)} image file(s) do not exist under {root}, e.g. rows {absent[:5]}: "
+            f"{[table['path'][r] for r in absent[:3]]}"
+        )
     present = sorted(table[domain_column].astype(str).unique())
     if domains is not None:
         unknown = [d for d in domains if d not in present]
@@ -212,18 +260,45 @@ class ManifestDomains(DatasetSource):
         """The options of a manifest dataset; defaults from the class (its domains, columns and encodings)."""
         return {
             "manifest": {"type": ["string", "null"], "description": "the manifest CSV", "default": None},
-            "image_root": {"type": ["string", "null"], "description": "image paths in the manifest are relative to this directory", "default": None},
-            "domains": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"}, "minItems": 2, "uniqueItems": True,
-                        "default": list(cls.default_domains)},
+            "image_root": {
+                "type": ["string", "null"],
+                "description": "image paths in the manifest are relative to this directory",
+                "default": None,
+            },
+            "domains": {
+                "type": "array",
+                "items": {"type": "string", "pattern": r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"},
+                "minItems": 2,
+                "uniqueItems": True,
+                "default": list(cls.default_domains),
+            },
             "domain_column": {"type": "string", "default": cls.domain_column},
             "label_column": {"type": "string", "default": "label"},
-            "auxiliary": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "description": "columns used as auxiliary labels",
-                          "default": list(cls.default_auxiliary)},
-            "auxiliary_values": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                                 "description": "allowed values per auxiliary column, in code order (columns not listed: their sorted values)",
-                                 "default": {k: list(v) for k, v in cls.default_auxiliary_values.items()}},
-            "num_classes": {"type": "integer", "minimum": 2, "description": "labels are 0..num_classes-1", "default": 2},
-            "id_column": {"type": "string", "description": "the column whose values must be unique (default: the image path)", "default": "path"},
+            "auxiliary": {
+                "type": "array",
+                "items": {"type": "string"},
+                "uniqueItems": True,
+                "description": "columns used as auxiliary labels",
+                "default": list(cls.default_auxiliary),
+            },
+            "auxiliary_values": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "description": "allowed values per auxiliary column, in code order (columns not listed: their sorted "
+                "values)",
+                "default": {k: list(v) for k, v in cls.default_auxiliary_values.items()},
+            },
+            "num_classes": {
+                "type": "integer",
+                "minimum": 2,
+                "description": "labels are 0..num_classes-1",
+                "default": 2,
+            },
+            "id_column": {
+                "type": "string",
+                "description": "the column whose values must be unique (default: the image path)",
+                "default": "path",
+            },
             "image_size": {"type": "integer", "minimum": 8, "default": 224},
             "channels": {"enum": [1, 3], "default": 3},
         }
@@ -245,29 +320,54 @@ class ManifestDomains(DatasetSource):
     def input_files(self, options: dict[str, Any]) -> list[str]:
         return [options["manifest"]] if options.get("manifest") else []
 
-    def target_names(self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
+    def target_names(
+        self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> list[str]:
         return list((dataset_options or {}).get("domains") or self.default_domains)
 
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         if not options.get("manifest") or not options.get("image_root"):
-            raise ManifestError(f"{self.name} needs datasets.{self.name}.manifest and .image_root in params.yaml (a CSV with columns path, {options['domain_column']}, {options['label_column']}, {', '.join(options['auxiliary']) or 'no auxiliary columns'})")
+            raise ManifestError(
+                f"{self.name} needs datasets.{self.name}.manifest and .image_root in params.yaml (a CSV with columns "
+                f"path, {options['domain_column']}, {options['label_column']}, "
+                f"{', '.join(options['auxiliary']) or 'no auxiliary columns'})"
+            )
         declared = options.get("auxiliary_values", {})
-        table = read_manifest(options["manifest"], options["image_root"], options["domain_column"], options["label_column"],
-                              options["auxiliary"], options["domains"], options.get("num_classes"), declared,
-                              options.get("id_column", "path"))
+        table = read_manifest(
+            options["manifest"],
+            options["image_root"],
+            options["domain_column"],
+            options["label_column"],
+            options["auxiliary"],
+            options["domains"],
+            options.get("num_classes"),
+            declared,
+            options.get("id_column", "path"),
+        )
         root = Path(options["image_root"]).resolve()
-        aux_codes = {name: list(declared[name]) if name in declared else sorted(table[name].dropna().astype(str).unique())
-                     for name in options["auxiliary"]}
+        aux_codes = {
+            name: list(declared[name]) if name in declared else sorted(table[name].dropna().astype(str).unique())
+            for name in options["auxiliary"]
+        }
         domains = {}
         for domain in options["domains"]:
             rows = table[table[options["domain_column"]].astype(str) == domain]
             x = decode_images([root / p for p in rows["path"]], options["image_size"], options["channels"])
-            aux = {name: np.array([aux_codes[name].index(str(v)) if v == v else -1 for v in rows[name]], dtype=np.int64) for name in options["auxiliary"]}
+            aux = {
+                name: np.array([aux_codes[name].index(str(v)) if v == v else -1 for v in rows[name]], dtype=np.int64)
+                for name in options["auxiliary"]
+            }
             domains[domain] = DomainArrays(x, rows[options["label_column"]].to_numpy(np.int64), aux)
         classes = options.get("num_classes") or int(table[options["label_column"]].max()) + 1
         size = options["image_size"]
-        meta = {"options": options, "auxiliary_classes": {k: len(v) for k, v in aux_codes.items()}, "auxiliary_values": aux_codes}
-        return PreparedDataset(self.name, self.task, max(classes, 2), (options["channels"], size, size), domains, meta=meta)
+        meta = {
+            "options": options,
+            "auxiliary_classes": {k: len(v) for k, v in aux_codes.items()},
+            "auxiliary_values": aux_codes,
+        }
+        return PreparedDataset(
+            self.name, self.task, max(classes, 2), (options["channels"], size, size), domains, meta=meta
+        )
 
 
 @DATASETS.register

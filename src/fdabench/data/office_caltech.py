@@ -43,11 +43,15 @@ def load_domain(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     except Exception as error:  # scipy raises several types for malformed files
         raise ValueError(f"{path}: not a readable MATLAB file ({error})") from None
     if "fts" not in contents or "labels" not in contents:
-        raise ValueError(f"{path}: expected keys 'fts' and 'labels', found {sorted(k for k in contents if not k.startswith('__'))}")
+        raise ValueError(
+            f"{path}: expected keys 'fts' and 'labels', found {sorted(k for k in contents if not k.startswith('__'))}"
+        )
     counts = np.asarray(contents["fts"], dtype=np.float64)
     labels = np.asarray(contents["labels"]).reshape(-1).astype(np.int64) - 1  # 1..10 -> 0..9
     if counts.ndim != 2 or counts.shape[1] != FEATURES or len(counts) != len(labels):
-        raise ValueError(f"{path}: expected fts of shape (N, {FEATURES}) and N labels, got {counts.shape} and {labels.shape}")
+        raise ValueError(
+            f"{path}: expected fts of shape (N, {FEATURES}) and N labels, got {counts.shape} and {labels.shape}"
+        )
     if labels.min() < 0 or labels.max() >= CLASSES:
         raise ValueError(f"{path}: labels must lie in 1..{CLASSES}")
     return counts, labels
@@ -76,7 +80,11 @@ class OfficeCaltech10(DatasetSource):
     model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
-        "features": {"enum": ["hellinger", "l1", "counts"], "description": "per-sample map of the SURF histograms", "default": "hellinger"},
+        "features": {
+            "enum": ["hellinger", "l1", "counts"],
+            "description": "per-sample map of the SURF histograms",
+            "default": "hellinger",
+        },
     }
     # Model and learning rate chosen by training-domain validation (DomainBed): FedAvg over the sources,
     # accuracy on the sources' held-out 20%, mean over the four leave-one-out splits (seed 0), among

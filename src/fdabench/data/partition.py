@@ -58,7 +58,12 @@ class Partition:
     def to_json(self, prepared: PreparedDataset) -> dict[str, Any]:
         def entry(role: str, client: ClientIndices) -> dict[str, Any]:
             labels = prepared.domains[client.domain].y[client.indices]
-            record: dict[str, Any] = {"role": role, "name": client.name, "domain": client.domain, "count": len(client.indices)}
+            record: dict[str, Any] = {
+                "role": role,
+                "name": client.name,
+                "domain": client.domain,
+                "count": len(client.indices),
+            }
             if prepared.task == "classification":
                 record["class_histogram"] = np.bincount(labels, minlength=prepared.num_outputs).tolist()
             record["indices"] = client.indices.tolist()
@@ -77,7 +82,7 @@ class Partition:
         return payload
 
     @classmethod
-    def from_json(cls, payload: dict[str, Any]) -> "Partition":
+    def from_json(cls, payload: dict[str, Any]) -> Partition:
         by_role: dict[str, list[ClientIndices]] = {}
         for record in payload["clients"]:
             client = ClientIndices(record["name"], record["domain"], np.asarray(record["indices"], dtype=np.int64))
@@ -111,14 +116,17 @@ class Partitioner(ABC):
         derive_defaults(cls, "options_schema", "default_options")
 
     @abstractmethod
-    def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
-        ...
+    def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition: ...
 
-    def target_names(self, source: DatasetSource, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
+    def target_names(
+        self, source: DatasetSource, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> list[str]:
         """What `targets: all` means for this partitioner on `source` (default: the dataset's targets)."""
         return source.target_names(options, dataset_options)
 
-    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
+    def validate_target(
+        self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> str | None:
         """An error message when `target` is not a valid target name for this dataset, else None."""
         allowed = self.target_names(source, options, dataset_options)
         if target not in allowed:
@@ -150,11 +158,18 @@ class LeaveOneDomainOut(Partitioner):
     name = "leave_one_domain_out"
     options_schema = {
         "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.2},
-        "holdout_split": {"enum": ["seeded", "flamby"], "description": "seeded: in/out drawn per seed (DomainBed); flamby: one fixed stratified split per domain (FLamby)", "default": "seeded"},
+        "holdout_split": {
+            "enum": ["seeded", "flamby"],
+            "description": "seeded: in/out drawn per seed (DomainBed); flamby: one fixed stratified split per domain "
+            "(FLamby)",
+            "default": "seeded",
+        },
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
-            "description": "labelled target samples: a count (an integer) or a fraction of the target's 'in' split (a float <= 1; 1.0 = all)", "default": 0.1,
+            "description": "labelled target samples: a count (an integer) or a fraction of the target's 'in' split (a "
+            "float <= 1; 1.0 = all)",
+            "default": 0.1,
         },
         "target_labelled_overrides": {
             "type": "object",
@@ -163,7 +178,8 @@ class LeaveOneDomainOut(Partitioner):
         },
         "standardize": {
             "type": "boolean",
-            "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the training clients only (never the target's test split)",
+            "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the "
+            "training clients only (never the target's test split)",
         },
     }
 
@@ -212,7 +228,9 @@ class LabelledTarget(Partitioner):
         "target_labelled": {
             "type": "number",
             "exclusiveMinimum": 0,
-            "description": "labelled target samples: a count (an integer) or a fraction of the target domain (a float < 1)", "default": 400,
+            "description": "labelled target samples: a count (an integer) or a fraction of the target domain (a float "
+            "< 1)",
+            "default": 400,
         },
     }
 
@@ -222,7 +240,11 @@ class LabelledTarget(Partitioner):
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(prepared.domains[target].y))
         labelled = _fraction_or_count(options["target_labelled"], len(order) - 1, "target_labelled")
-        sources = [ClientIndices(domain, domain, np.arange(len(arrays.y))) for domain, arrays in prepared.domains.items() if domain != target]
+        sources = [
+            ClientIndices(domain, domain, np.arange(len(arrays.y)))
+            for domain, arrays in prepared.domains.items()
+            if domain != target
+        ]
         return Partition(
             dataset=prepared.name,
             target=target,
@@ -246,8 +268,14 @@ def flamby_split(labels: np.ndarray, test_fraction: float) -> tuple[np.ndarray, 
 
     classes, counts = np.unique(labels, return_counts=True)
     stratify = labels if len(classes) > 1 and (counts > 2).all() else None
-    train, test = train_test_split(np.arange(len(labels)), test_size=test_fraction, train_size=1.0 - test_fraction,
-                                   random_state=FLAMBY_SPLIT_SEED, shuffle=True, stratify=stratify)
+    train, test = train_test_split(
+        np.arange(len(labels)),
+        test_size=test_fraction,
+        train_size=1.0 - test_fraction,
+        random_state=FLAMBY_SPLIT_SEED,
+        shuffle=True,
+        stratify=stratify,
+    )
     return np.asarray(train), np.asarray(test)
 
 
@@ -264,14 +292,24 @@ class ShiftAndSubsample(Partitioner):
     name = "shift_and_subsample"
     options_schema = {
         "test_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.2},
-        "target_sizes": {"type": "array", "items": {"type": "integer", "minimum": 2}, "minItems": 1, "default": [14, 27, 49, 90, 164, 299, 546, 994, 1810]},
+        "target_sizes": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 2},
+            "minItems": 1,
+            "default": [14, 27, 49, 90, 164, 299, 546, 994, 1810],
+        },
     }
 
-    def validate_target(self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
+    def validate_target(
+        self, source: DatasetSource, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> str | None:
         match = _SHIFT_TARGET.match(target)
         if match is None or match["source"] not in source.domains:
             sources = [name for name in source.domains if name != "target"]
-            return f"{target!r} is not a target of {source.name}; use '<source>-n<size>' with source in {', '.join(sources)}"
+            return (
+                f"{target!r} is not a target of {source.name}; "
+                f"use '<source>-n<size>' with source in {', '.join(sources)}"
+            )
         return None
 
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
@@ -348,19 +386,43 @@ class FeatureNoise(Partitioner):
     name = "feature_noise"
     options_schema = {
         "clients": {"type": "integer", "minimum": 2, "description": "sources + 1 target", "default": 10},
-        "split": {"type": "string", "pattern": "^(iid|label[0-9]+)$", "description": "iid or label<k> (k classes per client)", "default": "iid"},
-        "target_share": {"enum": ["split", "iid"], "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn first (every class)", "default": "split"},
-        "target_labelled": {"type": "number", "exclusiveMinimum": 0, "description": "count (integer) or fraction of the target's partition (float <= 1)", "default": 100},
+        "split": {
+            "type": "string",
+            "pattern": "^(iid|label[0-9]+)$",
+            "description": "iid or label<k> (k classes per client)",
+            "default": "iid",
+        },
+        "target_share": {
+            "enum": ["split", "iid"],
+            "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn "
+            "first (every class)",
+            "default": "split",
+        },
+        "target_labelled": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "count (integer) or fraction of the target's partition (float <= 1)",
+            "default": 100,
+        },
         "target_test": {"enum": ["test_domain", "rest"], "default": "test_domain"},
-        "noise_mode": {"enum": ["fixed", "redraw"], "description": "noise drawn once per sample (reproducible) or at every read (the published code)", "default": "fixed"},
+        "noise_mode": {
+            "enum": ["fixed", "redraw"],
+            "description": "noise drawn once per sample (reproducible) or at every read (the published code)",
+            "default": "fixed",
+        },
     }
 
     def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         return ["noise0", "noise0.2", "noise0.4", "noise0.6", "noise0.8"]  # the published noise levels
 
-    def validate_target(self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
+    def validate_target(
+        self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> str | None:
         if _NOISE_TARGET.match(target) is None:
-            return f"{target!r} is not a target of {source.name}; use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
+            return (
+                f"{target!r} is not a target of {source.name}; "
+                "use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
+            )
         return None
 
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
@@ -373,7 +435,10 @@ class FeatureNoise(Partitioner):
             order = rng.permutation(len(labels))
             cut = len(labels) // options["clients"]
             target_part, remaining = order[:cut], np.sort(order[cut:])
-            parts = [remaining[part] for part in _split_clients(labels[remaining], options["clients"] - 1, options["split"], rng)]
+            parts = [
+                remaining[part]
+                for part in _split_clients(labels[remaining], options["clients"] - 1, options["split"], rng)
+            ]
         else:
             parts = _split_clients(labels, options["clients"], options["split"], rng)
             target_part = rng.permutation(parts.pop())
@@ -382,9 +447,15 @@ class FeatureNoise(Partitioner):
         labelled_count = _fraction_or_count(wanted, len(target_part), "target_labelled")
         labelled, rest = np.sort(target_part[:labelled_count]), np.sort(target_part[labelled_count:])
         if options["target_test"] == "test_domain":
-            unlabelled, test = ClientIndices("target_unlabelled", "train", rest), ClientIndices("target_test", "test", np.arange(len(prepared.domains["test"].y)))
+            unlabelled, test = (
+                ClientIndices("target_unlabelled", "train", rest),
+                ClientIndices("target_test", "test", np.arange(len(prepared.domains["test"].y))),
+            )
         else:
-            unlabelled, test = ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)), ClientIndices("target_test", "train", rest)
+            unlabelled, test = (
+                ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)),
+                ClientIndices("target_test", "train", rest),
+            )
         return Partition(
             dataset=prepared.name,
             target=target,
@@ -413,14 +484,22 @@ class LabelShift(Partitioner):
     # FedGP paper: classes {8, 6, 9} against the other 7; 10 clients; the target trains on 15% of its data.
     options_schema = {
         "clients": {"type": "integer", "minimum": 2, "default": 10},
-        "minority_classes": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True, "default": [8, 6, 9]},
+        "minority_classes": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0},
+            "minItems": 1,
+            "uniqueItems": True,
+            "default": [8, 6, 9],
+        },
         "target_labelled": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.15},
     }
 
     def target_names(self, source, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
         return ["eta0.45", "eta0.3", "eta0.15", "eta0.1", "eta0.05", "eta0"]  # the published η
 
-    def validate_target(self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> str | None:
+    def validate_target(
+        self, source, target: str, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> str | None:
         match = _ETA_TARGET.match(target)
         if match is None or not 0 <= float(match["eta"]) <= 1:
             return f"{target!r} is not a target of {source.name}; use 'eta<η>' with 0 <= η <= 1 (e.g. eta0.15)"
@@ -438,7 +517,10 @@ class LabelShift(Partitioner):
         cut_a, cut_b = int(round(eta * len(group_a))), int(round((1 - eta) * len(group_b)))
         source_pool = rng.permutation(np.concatenate([group_a[:cut_a], group_b[:cut_b]]))
         target_pool = rng.permutation(np.concatenate([group_a[cut_a:], group_b[cut_b:]]))
-        sources = [ClientIndices(f"client{i}", "train", np.sort(part)) for i, part in enumerate(np.array_split(source_pool, options["clients"] - 1))]
+        sources = [
+            ClientIndices(f"client{i}", "train", np.sort(part))
+            for i, part in enumerate(np.array_split(source_pool, options["clients"] - 1))
+        ]
         labelled_count = _fraction_or_count(float(options["target_labelled"]), len(target_pool), "target_labelled")
         return Partition(
             dataset=prepared.name,

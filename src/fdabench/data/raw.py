@@ -20,9 +20,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from fdabench.registry import Registry
 
@@ -133,7 +133,9 @@ def _copy_tree(source: Path, destination: Path) -> None:
     shutil.copytree(source, destination, copy_function=link_or_copy)
 
 
-def acquire(name: str, destination_root: str | os.PathLike, mirror: str | os.PathLike | None = None, download: bool = False) -> Path:
+def acquire(
+    name: str, destination_root: str | os.PathLike, mirror: str | os.PathLike | None = None, download: bool = False
+) -> Path:
     """Bring raw dataset `name` into destination_root/<name>, verified. Returns that directory."""
     raw = RAW_DATASETS.get(name)
     destination_root = Path(destination_root)
@@ -162,7 +164,9 @@ def acquire(name: str, destination_root: str | os.PathLike, mirror: str | os.Pat
             raw.check(staging)
         if raw.finalize is not None:
             raw.finalize(staging)
-        (staging / MANIFEST).write_text(json.dumps({"name": raw.name, "source": source, "sha256": digests}, indent=1) + "\n")
+        (staging / MANIFEST).write_text(
+            json.dumps({"name": raw.name, "source": source, "sha256": digests}, indent=1) + "\n"
+        )
         if final.exists():
             shutil.rmtree(final)
         os.replace(staging, final)
@@ -180,7 +184,9 @@ def verify_acquired(name: str, root: str | os.PathLike) -> None:
     if not manifest_path.exists():
         raise RawDataMissing(f"{base} was not acquired (no {MANIFEST}); run `fdabench acquire --raw {name}`")
     recorded = json.loads(manifest_path.read_text())["sha256"]
-    changed = [path for path, digest in recorded.items() if not (base / path).exists() or content_sha256(base / path) != digest]
+    changed = [
+        path for path, digest in recorded.items() if not (base / path).exists() or content_sha256(base / path) != digest
+    ]
     if changed:
         raise ValueError(f"{base}: {len(changed)} files changed since acquisition, e.g. {changed[:5]}")
 
@@ -197,6 +203,7 @@ def raw_dir(root: str | os.PathLike | None, name: str) -> Path:
 
 
 # -- the registered raw datasets ------------------------------------------------------------------------
+
 
 def _torchvision_download(dataset_class: str) -> Callable[[Path], None]:
     """Download with torchvision into a temporary root, then move <root>/<Name>/* into the target."""
@@ -226,33 +233,43 @@ def _idx_files(pairs: dict[str, str]) -> tuple[RawFile, ...]:
     return tuple(RawFile(f"raw/{name}.gz", digest) for name, digest in pairs.items())
 
 
-register(RawDataset(
-    name="MNIST",
-    description="MNIST handwritten digits (LeCun et al.), idx files",
-    how_to_get="torchvision.datasets.MNIST(root, download=True), or the four *-idx?-ubyte.gz files from yann.lecun.com/exdb/mnist into <mirror>/MNIST/raw/",
-    files=_idx_files({
-        "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-        "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-        "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-        "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-    }),
-    download=_torchvision_download("MNIST"),
-    finalize=_gunzip_all,
-))
+register(
+    RawDataset(
+        name="MNIST",
+        description="MNIST handwritten digits (LeCun et al.), idx files",
+        how_to_get="torchvision.datasets.MNIST(root, download=True), or the four *-idx?-ubyte.gz files from "
+        "yann.lecun.com/exdb/mnist into <mirror>/MNIST/raw/",
+        files=_idx_files(
+            {
+                "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+                "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+                "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+                "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+            }
+        ),
+        download=_torchvision_download("MNIST"),
+        finalize=_gunzip_all,
+    )
+)
 
-register(RawDataset(
-    name="FashionMNIST",
-    description="Fashion-MNIST (Xiao et al. 2017), idx files",
-    how_to_get="torchvision.datasets.FashionMNIST(root, download=True), or the four *-idx?-ubyte.gz files from github.com/zalandoresearch/fashion-mnist into <mirror>/FashionMNIST/raw/",
-    files=_idx_files({
-        "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
-        "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
-        "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
-        "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
-    }),
-    download=_torchvision_download("FashionMNIST"),
-    finalize=_gunzip_all,
-))
+register(
+    RawDataset(
+        name="FashionMNIST",
+        description="Fashion-MNIST (Xiao et al. 2017), idx files",
+        how_to_get="torchvision.datasets.FashionMNIST(root, download=True), or the four *-idx?-ubyte.gz files from "
+        "github.com/zalandoresearch/fashion-mnist into <mirror>/FashionMNIST/raw/",
+        files=_idx_files(
+            {
+                "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+                "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+                "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+                "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+            }
+        ),
+        download=_torchvision_download("FashionMNIST"),
+        finalize=_gunzip_all,
+    )
+)
 
 
 def _cifar10_download(target: Path) -> None:
@@ -270,58 +287,86 @@ def _cifar10_check(base: Path) -> None:
         datasets.CIFAR10(base, train=train, download=False)  # raises 'Dataset not found or corrupted'
 
 
-register(RawDataset(
-    name="CIFAR10",
-    description="CIFAR-10 (Krizhevsky 2009), python batches",
-    how_to_get="torchvision.datasets.CIFAR10(root, download=True), or extract cifar-10-python.tar.gz from www.cs.toronto.edu/~kriz/cifar.html into <mirror>/CIFAR10/ (giving CIFAR10/cifar-10-batches-py/)",
-    files=tuple(
-        RawFile(f"cifar-10-batches-py/{name}", None)
-        for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta")
-    ),
-    download=_cifar10_download,
-    check=_cifar10_check,
-))
+register(
+    RawDataset(
+        name="CIFAR10",
+        description="CIFAR-10 (Krizhevsky 2009), python batches",
+        how_to_get="torchvision.datasets.CIFAR10(root, download=True), or extract cifar-10-python.tar.gz from "
+        "www.cs.toronto.edu/~kriz/cifar.html into <mirror>/CIFAR10/ (giving CIFAR10/cifar-10-batches-py/)",
+        files=tuple(
+            RawFile(f"cifar-10-batches-py/{name}", None)
+            for name in (
+                "data_batch_1",
+                "data_batch_2",
+                "data_batch_3",
+                "data_batch_4",
+                "data_batch_5",
+                "test_batch",
+                "batches.meta",
+            )
+        ),
+        download=_cifar10_download,
+        check=_cifar10_check,
+    )
+)
 
 
 def _uci_heart_download(target: Path) -> None:
     from torchvision.datasets.utils import download_url
 
     base = "https://archive.ics.uci.edu/ml/machine-learning-databases/heart-disease/"
-    for name in ("processed.cleveland.data", "processed.hungarian.data", "processed.switzerland.data", "processed.va.data", "heart-disease.names"):
+    for name in (
+        "processed.cleveland.data",
+        "processed.hungarian.data",
+        "processed.switzerland.data",
+        "processed.va.data",
+        "heart-disease.names",
+    ):
         download_url(base + name, str(target), name)
 
 
-register(RawDataset(
-    name="heart_disease",
-    description="UCI Heart Disease, 4 centres (FLamby's Fed-Heart-Disease)",
-    how_to_get="the processed.{cleveland,hungarian,switzerland,va}.data files of archive.ics.uci.edu/dataset/45/heart+disease into <mirror>/heart_disease/",
-    files=(
-        RawFile("processed.cleveland.data", "a74b7efa387bc9d108d7d0115d831fe9b414b29ae7124f331b622b4efa0427c8"),
-        RawFile("processed.hungarian.data", "d1ad108f785768cd3d7e82dc522e6f5a61eea93cccfb3a46ee8076f73fc3d796"),
-        RawFile("processed.switzerland.data", "834a405ccf5b66ab4056bb77794adc8df0b7125186454c0a1d002d33c6c3b314"),
-        RawFile("processed.va.data", "e7c93d8d0d2acdadfa4c5e8de768e2191e7f618b952e29623f1f0d5949ff6b8f"),
-    ),
-    download=_uci_heart_download,
-))
+register(
+    RawDataset(
+        name="heart_disease",
+        description="UCI Heart Disease, 4 centres (FLamby's Fed-Heart-Disease)",
+        how_to_get="the processed.{cleveland,hungarian,switzerland,va}.data files of "
+        "archive.ics.uci.edu/dataset/45/heart+disease into <mirror>/heart_disease/",
+        files=(
+            RawFile("processed.cleveland.data", "a74b7efa387bc9d108d7d0115d831fe9b414b29ae7124f331b622b4efa0427c8"),
+            RawFile("processed.hungarian.data", "d1ad108f785768cd3d7e82dc522e6f5a61eea93cccfb3a46ee8076f73fc3d796"),
+            RawFile("processed.switzerland.data", "834a405ccf5b66ab4056bb77794adc8df0b7125186454c0a1d002d33c6c3b314"),
+            RawFile("processed.va.data", "e7c93d8d0d2acdadfa4c5e8de768e2191e7f618b952e29623f1f0d5949ff6b8f"),
+        ),
+        download=_uci_heart_download,
+    )
+)
 
-register(RawDataset(
-    name="office_caltech10_surf",
-    description="Office-Caltech10 SURF bag-of-words features (Gong et al. 2012)",
-    how_to_get="the four <domain>_SURF_L10.mat files (amazon, caltech10, dslr, webcam; keys fts, labels) distributed with Gong et al.'s GFK code, into <mirror>/office_caltech10_surf/",
-    files=(
-        RawFile("amazon_SURF_L10.mat", "df32548b994e18d364c99e1f317e1fae100597259f0423a41b90f4f68187bb1f"),
-        RawFile("caltech10_SURF_L10.mat", "4f9334c8ced489d5054de97a5fd51a61f017f3bcd1f38c9a85c6d78cb9d7bda5"),
-        RawFile("dslr_SURF_L10.mat", "44d673c68e1d07b837893aa74dba3b986e4a6cc3fd66f0dd357683bdef059216"),
-        RawFile("webcam_SURF_L10.mat", "a6a9c78b4b7181dfbb58bcfd351d4ebd737f171c31247b8884948aa156d3f700"),
-    ),
-))
+register(
+    RawDataset(
+        name="office_caltech10_surf",
+        description="Office-Caltech10 SURF bag-of-words features (Gong et al. 2012)",
+        how_to_get="the four <domain>_SURF_L10.mat files (amazon, caltech10, dslr, webcam; keys fts, labels) "
+        "distributed with Gong et al.'s GFK code, into <mirror>/office_caltech10_surf/",
+        files=(
+            RawFile("amazon_SURF_L10.mat", "df32548b994e18d364c99e1f317e1fae100597259f0423a41b90f4f68187bb1f"),
+            RawFile("caltech10_SURF_L10.mat", "4f9334c8ced489d5054de97a5fd51a61f017f3bcd1f38c9a85c6d78cb9d7bda5"),
+            RawFile("dslr_SURF_L10.mat", "44d673c68e1d07b837893aa74dba3b986e4a6cc3fd66f0dd357683bdef059216"),
+            RawFile("webcam_SURF_L10.mat", "a6a9c78b4b7181dfbb58bcfd351d4ebd737f171c31247b8884948aa156d3f700"),
+        ),
+    )
+)
 
-register(RawDataset(
-    name="amazon_reviews",
-    description="Amazon multi-domain sentiment reviews (Blitzer et al. 2007), sorted_data_acl",
-    how_to_get="domain_sentiment_data.tar.gz from www.cs.jhu.edu/~mdredze/datasets/sentiment/; repack its sorted_data_acl/{books,dvd,electronics,kitchen}/{positive,negative}.review as <mirror>/amazon_reviews/sorted_data_acl.tar.xz with the folder renamed amazon_reviews_mds/ (the checksum is of that archive)",
-    files=(RawFile("sorted_data_acl.tar.xz", "6732749ffb900821c56e4f0bc7f8d88ac6b97dc6f36b2582ec3dd8c278d66197"),),
-))
+register(
+    RawDataset(
+        name="amazon_reviews",
+        description="Amazon multi-domain sentiment reviews (Blitzer et al. 2007), sorted_data_acl",
+        how_to_get="domain_sentiment_data.tar.gz from www.cs.jhu.edu/~mdredze/datasets/sentiment/; repack its "
+        "sorted_data_acl/{books,dvd,electronics,kitchen}/{positive,negative}.review as "
+        "<mirror>/amazon_reviews/sorted_data_acl.tar.xz with the folder renamed amazon_reviews_mds/ (the "
+        "checksum is of that archive)",
+        files=(RawFile("sorted_data_acl.tar.xz", "6732749ffb900821c56e4f0bc7f8d88ac6b97dc6f36b2582ec3dd8c278d66197"),),
+    )
+)
 
 
 def _domain_root(directory: Path, domains: tuple[str, ...]) -> Path:
@@ -352,36 +397,59 @@ def _google_drive_archive(file_id: str, filename: str, domains: tuple[str, ...])
     return download
 
 
-register(RawDataset(
-    name="VLCS",
-    description="VLCS (Fang et al. 2013) in DomainBed's layout",
-    how_to_get="DomainBed's download script (python -m domainbed.scripts.download), or VLCS.tar.gz (Google Drive id 1skwblH1_okBwxWxmRsp9_qi15hyPpxg8) extracted to <mirror>/VLCS/{Caltech101,LabelMe,SUN09,VOC2007}/<class>/",
-    domains=("Caltech101", "LabelMe", "SUN09", "VOC2007"),
-    download=_google_drive_archive("1skwblH1_okBwxWxmRsp9_qi15hyPpxg8", "VLCS.tar.gz", ("Caltech101", "LabelMe", "SUN09", "VOC2007")),
-))
-register(RawDataset(
-    name="PACS",
-    description="PACS (Li et al. 2017) in DomainBed's layout",
-    how_to_get="DomainBed's download script, or PACS.zip (Google Drive id 1JFr8f805nMUelQWWmfnJR3y4_SYoN5Pd) whose kfold/ folder becomes <mirror>/PACS/{art_painting,cartoon,photo,sketch}/<class>/",
-    domains=("art_painting", "cartoon", "photo", "sketch"),
-    download=_google_drive_archive("1JFr8f805nMUelQWWmfnJR3y4_SYoN5Pd", "PACS.zip", ("art_painting", "cartoon", "photo", "sketch")),
-))
-register(RawDataset(
-    name="office_home",
-    description="Office-Home (Venkateswara et al. 2017) in DomainBed's layout",
-    how_to_get="DomainBed's download script, or office_home.zip (Google Drive id 1uY0pj7oFsjMxRwaD3Sxy0jgel0fsYXLC) whose OfficeHomeDataset_10072016/ becomes <mirror>/office_home/{Art,Clipart,Product,Real World}/<class>/",
-    domains=("Art", "Clipart", "Product", "Real World"),
-    download=_google_drive_archive("1uY0pj7oFsjMxRwaD3Sxy0jgel0fsYXLC", "office_home.zip", ("Art", "Clipart", "Product", "Real World")),
-))
-register(RawDataset(
-    name="terra_incognita",
-    description="TerraIncognita (Beery et al. 2018), locations 38, 43, 46, 100, in DomainBed's layout",
-    how_to_get="DomainBed's download script (it selects 10 categories at locations 38, 43, 46, 100 of the Caltech Camera Traps from lila.science) giving <mirror>/terra_incognita/location_<id>/<class>/",
-    domains=("location_100", "location_38", "location_43", "location_46"),
-))
-register(RawDataset(
-    name="domain_net",
-    description="DomainNet (Peng et al. 2019) in DomainBed's layout",
-    how_to_get="DomainBed's download script, or the six zips of ai.bu.edu/M3SDA (clipart, infograph, painting, quickdraw, real, sketch) extracted to <mirror>/domain_net/<domain>/<class>/",
-    domains=("clipart", "infograph", "painting", "quickdraw", "real", "sketch"),
-))
+register(
+    RawDataset(
+        name="VLCS",
+        description="VLCS (Fang et al. 2013) in DomainBed's layout",
+        how_to_get="DomainBed's download script (python -m domainbed.scripts.download), or VLCS.tar.gz (Google Drive "
+        "id 1skwblH1_okBwxWxmRsp9_qi15hyPpxg8) extracted to "
+        "<mirror>/VLCS/{Caltech101,LabelMe,SUN09,VOC2007}/<class>/",
+        domains=("Caltech101", "LabelMe", "SUN09", "VOC2007"),
+        download=_google_drive_archive(
+            "1skwblH1_okBwxWxmRsp9_qi15hyPpxg8", "VLCS.tar.gz", ("Caltech101", "LabelMe", "SUN09", "VOC2007")
+        ),
+    )
+)
+register(
+    RawDataset(
+        name="PACS",
+        description="PACS (Li et al. 2017) in DomainBed's layout",
+        how_to_get="DomainBed's download script, or PACS.zip (Google Drive id 1JFr8f805nMUelQWWmfnJR3y4_SYoN5Pd) whose "
+        "kfold/ folder becomes <mirror>/PACS/{art_painting,cartoon,photo,sketch}/<class>/",
+        domains=("art_painting", "cartoon", "photo", "sketch"),
+        download=_google_drive_archive(
+            "1JFr8f805nMUelQWWmfnJR3y4_SYoN5Pd", "PACS.zip", ("art_painting", "cartoon", "photo", "sketch")
+        ),
+    )
+)
+register(
+    RawDataset(
+        name="office_home",
+        description="Office-Home (Venkateswara et al. 2017) in DomainBed's layout",
+        how_to_get="DomainBed's download script, or office_home.zip (Google Drive id "
+        "1uY0pj7oFsjMxRwaD3Sxy0jgel0fsYXLC) whose OfficeHomeDataset_10072016/ becomes "
+        "<mirror>/office_home/{Art,Clipart,Product,Real World}/<class>/",
+        domains=("Art", "Clipart", "Product", "Real World"),
+        download=_google_drive_archive(
+            "1uY0pj7oFsjMxRwaD3Sxy0jgel0fsYXLC", "office_home.zip", ("Art", "Clipart", "Product", "Real World")
+        ),
+    )
+)
+register(
+    RawDataset(
+        name="terra_incognita",
+        description="TerraIncognita (Beery et al. 2018), locations 38, 43, 46, 100, in DomainBed's layout",
+        how_to_get="DomainBed's download script (it selects 10 categories at locations 38, 43, 46, 100 of the Caltech "
+        "Camera Traps from lila.science) giving <mirror>/terra_incognita/location_<id>/<class>/",
+        domains=("location_100", "location_38", "location_43", "location_46"),
+    )
+)
+register(
+    RawDataset(
+        name="domain_net",
+        description="DomainNet (Peng et al. 2019) in DomainBed's layout",
+        how_to_get="DomainBed's download script, or the six zips of ai.bu.edu/M3SDA (clipart, infograph, painting, "
+        "quickdraw, real, sketch) extracted to <mirror>/domain_net/<domain>/<class>/",
+        domains=("clipart", "infograph", "painting", "quickdraw", "real", "sketch"),
+    )
+)

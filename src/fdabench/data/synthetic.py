@@ -38,7 +38,11 @@ class SyntheticRegression(DatasetSource):
     partitioner = "shift_and_subsample"
     model = "sigmoid_mlp"
     options_schema = {
-        "samples_per_domain": {"type": "integer", "minimum": 100, "default": 5000},  # appendix B: each dataset has 5000 points
+        "samples_per_domain": {
+            "type": "integer",
+            "minimum": 100,
+            "default": 5000,
+        },  # appendix B: each dataset has 5000 points
         "input_dim": {"type": "integer", "minimum": 1, "default": 50},
         "output_dim": {"type": "integer", "minimum": 1, "default": 10},
         "mixture_components": {"type": "integer", "minimum": 1, "default": 10},
@@ -85,7 +89,9 @@ class SyntheticRegression(DatasetSource):
 
         domains = {}
         x = draw_inputs()
-        domains["target"] = DomainArrays(x.astype(np.float32), _rbf_outputs(x, centres, widths, mixing, bias).astype(np.float32))
+        domains["target"] = DomainArrays(
+            x.astype(np.float32), _rbf_outputs(x, centres, widths, mixing, bias).astype(np.float32)
+        )
         for level_index, level in enumerate(options["shift_levels"]):
             shifted_centres = centres + level * rng.uniform(0.0, 1.0, size=centres.shape)
             shifted_widths = widths + 100.0 * level * rng.uniform(0.0, 1.0, size=basis)
@@ -94,6 +100,8 @@ class SyntheticRegression(DatasetSource):
             domains[f"s{level_index}"] = DomainArrays(x.astype(np.float32), y.astype(np.float32))
         return PreparedDataset(self.name, self.task, outputs, (dim,), domains, meta={"options": options})
 
-    def target_names(self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None) -> list[str]:
+    def target_names(
+        self, partition_options: dict[str, Any], dataset_options: dict[str, Any] | None = None
+    ) -> list[str]:
         sources = [name for name in self.domains if name != "target"]
         return [f"{source}-n{size}" for source in sources for size in partition_options["target_sizes"]]

@@ -9,7 +9,22 @@ import numpy as np
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import raw_dir
 
-HEART_COLUMNS = ("age", "sex", "cp", "trestbps", "chol", "fbs", "restecg", "thalach", "exang", "oldpeak", "slope", "ca", "thal", "num")
+HEART_COLUMNS = (
+    "age",
+    "sex",
+    "cp",
+    "trestbps",
+    "chol",
+    "fbs",
+    "restecg",
+    "thalach",
+    "exang",
+    "oldpeak",
+    "slope",
+    "ca",
+    "thal",
+    "num",
+)
 HEART_CENTRES = {  # FLamby's centre order 0..3
     "cleveland": "processed.cleveland.data",
     "hungarian": "processed.hungarian.data",
@@ -50,9 +65,19 @@ class FedHeart(DatasetSource):
     model = "mlp"
     AUXILIARY_CLASSES = {"sex": 2, "age_decade": len(AGE_DECADES) + 1}
     options_schema = {
-        "rows": {"enum": ["flamby", "all"], "description": "flamby: FLamby's rows and features (complete rows, one-hot cp/restecg); all: every row, raw columns with NaN", "default": "flamby"},
-        "auxiliary": {"type": "array", "items": {"enum": ["sex", "age_decade"]}, "uniqueItems": True,
-                      "description": "features turned into auxiliary labels (and removed from the inputs)", "default": []},
+        "rows": {
+            "enum": ["flamby", "all"],
+            "description": "flamby: FLamby's rows and features (complete rows, one-hot cp/restecg); all: every row, "
+            "raw columns with NaN",
+            "default": "flamby",
+        },
+        "auxiliary": {
+            "type": "array",
+            "items": {"enum": ["sex", "age_decade"]},
+            "uniqueItems": True,
+            "description": "features turned into auxiliary labels (and removed from the inputs)",
+            "default": [],
+        },
     }
     default_train = {
         "model": "mlp",
@@ -70,22 +95,35 @@ class FedHeart(DatasetSource):
     # the small centre 2 (switzerland) all of it (FedGP paper, Fed-Heart). Features are standardised (fitted on
     # the sources and the target's labelled samples): FLamby's loader does not scale them, but the published
     # Source-only row is reached only with scaled features (README "Reproduction status").
-    default_partition = {"holdout_fraction": 0.34, "holdout_split": "flamby", "target_labelled": 0.2,
-                         "target_labelled_overrides": {"switzerland": 1.0}, "standardize": True}
+    default_partition = {
+        "holdout_fraction": 0.34,
+        "holdout_split": "flamby",
+        "target_labelled": 0.2,
+        "target_labelled_overrides": {"switzerland": 1.0},
+        "standardize": True,
+    }
 
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         import pandas as pd
 
         base = raw_dir(raw_root, "heart_disease")
         auxiliary = list(options["auxiliary"])
-        removed = [column for column in HEART_COLUMNS if column in auxiliary or (column == "age" and "age_decade" in auxiliary)]
-        tables = {centre: pd.read_csv(base / filename, header=None, names=list(HEART_COLUMNS), na_values="?")
-                  for centre, filename in HEART_CENTRES.items()}
+        removed = [
+            column for column in HEART_COLUMNS if column in auxiliary or (column == "age" and "age_decade" in auxiliary)
+        ]
+        tables = {
+            centre: pd.read_csv(base / filename, header=None, names=list(HEART_COLUMNS), na_values="?")
+            for centre, filename in HEART_CENTRES.items()
+        }
         if options["rows"] == "flamby":
-            tables = {centre: table.drop(columns=list(FLAMBY_DROPPED)).dropna(axis=0).reset_index(drop=True)
-                      for centre, table in tables.items()}
+            tables = {
+                centre: table.drop(columns=list(FLAMBY_DROPPED)).dropna(axis=0).reset_index(drop=True)
+                for centre, table in tables.items()
+            }
             pooled = pd.concat(tables.values(), keys=list(tables), names=["centre", "row"])
-            inputs = pd.get_dummies(pooled.drop(columns=["num", *removed]), columns=list(FLAMBY_CATEGORICAL), drop_first=True)
+            inputs = pd.get_dummies(
+                pooled.drop(columns=["num", *removed]), columns=list(FLAMBY_CATEGORICAL), drop_first=True
+            )
         else:
             pooled = pd.concat(tables.values(), keys=list(tables), names=["centre", "row"])
             inputs = pooled[[column for column in HEART_COLUMNS[:-1] if column not in removed]]
@@ -96,5 +134,9 @@ class FedHeart(DatasetSource):
             y = (table["num"].to_numpy() > 0).astype(np.int64)
             aux = {name: heart_auxiliary(name, table) for name in auxiliary}
             domains[centre] = DomainArrays(x, y, aux)
-        meta = {"options": options, "features": features, "auxiliary_classes": {a: self.AUXILIARY_CLASSES[a] for a in auxiliary}}
+        meta = {
+            "options": options,
+            "features": features,
+            "auxiliary_classes": {a: self.AUXILIARY_CLASSES[a] for a in auxiliary},
+        }
         return PreparedDataset(self.name, self.task, 2, (len(features),), domains, meta=meta)

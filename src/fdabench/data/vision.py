@@ -29,7 +29,9 @@ def _torchvision_split(dataset_class: str, root: Path, train: bool):
     return getattr(datasets, dataset_class)(str(root), train=train, download=False)
 
 
-def _torchvision_grey(source: DatasetSource, raw_name: str, raw_root: str | None, options: dict[str, Any]) -> PreparedDataset:
+def _torchvision_grey(
+    source: DatasetSource, raw_name: str, raw_root: str | None, options: dict[str, Any]
+) -> PreparedDataset:
     """A 28 x 28 grey-scale torchvision dataset's train and test splits as the domains `train` and `test`."""
     root = raw_dir(raw_root, raw_name).parent
     domains = {}
@@ -52,7 +54,13 @@ class FashionMNIST(DatasetSource):
     default_train = {**_NOISE_TRAIN, "model": "fmnist_cnn", "source_lr": 0.01, "target_lr": 0.005}
     # FMNIST: iid split into 9 sources + target (6,000 each); the target uses 100 labelled samples and is
     # tested on the (noisy) 10,000 test images.
-    default_partition = {"clients": 10, "split": "iid", "target_labelled": 100, "target_test": "test_domain", "noise_mode": "fixed"}
+    default_partition = {
+        "clients": 10,
+        "split": "iid",
+        "target_labelled": 100,
+        "target_test": "test_domain",
+        "noise_mode": "fixed",
+    }
 
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         return _torchvision_grey(self, "FashionMNIST", raw_root, options)
@@ -77,8 +85,14 @@ class MNIST(DatasetSource):
     partitioner = "feature_noise"
     model = "fmnist_cnn"
     default_train = {**_NOISE_TRAIN, "model": "fmnist_cnn", "source_lr": 0.01, "target_lr": 0.005}
-    default_partition = {"clients": 9, "split": "label3", "target_share": "iid", "target_labelled": 100,
-                         "target_test": "test_domain", "noise_mode": "fixed"}
+    default_partition = {
+        "clients": 9,
+        "split": "label3",
+        "target_share": "iid",
+        "target_labelled": 100,
+        "target_test": "test_domain",
+        "noise_mode": "fixed",
+    }
 
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         return _torchvision_grey(self, "MNIST", raw_root, options)
@@ -97,14 +111,22 @@ class CIFAR10(DatasetSource):
     default_train = {**_NOISE_TRAIN, "model": "cifar_cnn", "source_lr": 0.005, "target_lr": 0.0025}
     # CIFAR-10: '#label4' split (4 classes per client); the target uses 10% of its partition and is tested
     # on the rest.
-    default_partition = {"clients": 10, "split": "label4", "target_labelled": 0.1, "target_test": "rest", "noise_mode": "fixed"}
+    default_partition = {
+        "clients": 10,
+        "split": "label4",
+        "target_labelled": 0.1,
+        "target_test": "rest",
+        "noise_mode": "fixed",
+    }
 
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         root = raw_dir(raw_root, "CIFAR10")
         domains = {}
         for domain, train in (("train", True), ("test", False)):
             split = _torchvision_split("CIFAR10", root, train)
-            domains[domain] = DomainArrays(np.ascontiguousarray(split.data.transpose(0, 3, 1, 2)), np.asarray(split.targets, dtype=np.int64))
+            domains[domain] = DomainArrays(
+                np.ascontiguousarray(split.data.transpose(0, 3, 1, 2)), np.asarray(split.targets, dtype=np.int64)
+            )
         return PreparedDataset(self.name, self.task, 10, (3, 32, 32), domains, meta={"options": options})
 
 
@@ -123,7 +145,12 @@ class ColoredMNIST(DatasetSource):
     options_schema = {
         "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.25},
         "seed": {"type": "integer", "minimum": 0, "default": 0},
-        "samples_per_environment": {"type": ["integer", "null"], "minimum": 10, "description": "subsample each environment (null: all ~23,333) for CPU budgets", "default": None},
+        "samples_per_environment": {
+            "type": ["integer", "null"],
+            "minimum": 10,
+            "description": "subsample each environment (null: all ~23,333) for CPU budgets",
+            "default": None,
+        },
     }
     # DESIGN.md §3: target labelled = 0.1% of its 'in' split; source lr 1e-3, target lr = source lr / 5.
     default_train = {

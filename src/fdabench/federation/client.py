@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -74,7 +74,9 @@ def make_optimizer(parameters, settings: LocalSettings) -> torch.optim.Optimizer
     if settings.optimizer == "adam":
         return adam(parameters, settings.lr, settings.weight_decay)
     if settings.optimizer == "sgd":
-        return torch.optim.SGD(parameters, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay)
+        return torch.optim.SGD(
+            parameters, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay
+        )
     raise ValueError(f"unknown optimizer {settings.optimizer!r}; allowed: adam, sgd")
 
 
@@ -82,7 +84,9 @@ def steps_per_epoch(samples: int, batch_size: int) -> int:
     return 1 if batch_size <= 0 else math.ceil(samples / batch_size)
 
 
-def batch_indices(samples: int, batch_size: int, epochs: int, generator: torch.Generator, device) -> Iterator[Tensor | None]:
+def batch_indices(
+    samples: int, batch_size: int, epochs: int, generator: torch.Generator, device
+) -> Iterator[Tensor | None]:
     """The batches of local training: each epoch visits the samples once in a fresh random order drawn
     from `generator` (the last batch may be smaller). None stands for the whole data set: a full batch
     draws no permutation and copies nothing."""
@@ -114,7 +118,7 @@ def train_locally(
     loss). `proximal` adds the penalty (mu/2)‖θ − anchor‖² (see `Proximal`).
     """
     if batch_loss is None:
-        batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))  # noqa: E731
+        batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))
     model: nn.Module = space.model
     space.set(start)
     model.train()

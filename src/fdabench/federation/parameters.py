@@ -33,7 +33,10 @@ class ParameterSpace:
         if flat.numel() != self.size:
             raise ValueError(f"expected {self.size} parameters, got {flat.numel()}")
         with torch.no_grad():
-            torch._foreach_copy_(self.parameters, [piece.view_as(p) for piece, p in zip(torch.split(flat, self.layer_sizes), self.parameters)])
+            torch._foreach_copy_(
+                self.parameters,
+                [piece.view_as(p) for piece, p in zip(torch.split(flat, self.layer_sizes), self.parameters)],
+            )
 
     def get_buffers(self) -> list[Tensor]:
         return [b.detach().clone() for b in self.buffers]

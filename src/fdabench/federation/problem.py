@@ -51,7 +51,15 @@ def concatenate(name: str, parts: list[ClientData]) -> ClientData:
         raise ValueError("cannot concatenate clients with different feature noise")
     noise = torch.cat([part.noise for part in parts]) if first.noise is not None else None
     aux = {key: torch.cat([p.aux[key] for p in parts]) for key in first.aux}
-    return ClientData(name, torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), first.noise_std, noise, first.generator, aux)
+    return ClientData(
+        name,
+        torch.cat([p.x for p in parts]),
+        torch.cat([p.y for p in parts]),
+        first.noise_std,
+        noise,
+        first.generator,
+        aux,
+    )
 
 
 @dataclass
@@ -97,8 +105,9 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     unlabelled inputs, which only methods marked † may read, nor its test split). `target_noise`
     {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of standard deviation s (no clamping) to the
     target's inputs — labelled, unlabelled and test — drawn once per sample from the partition seed
-    ("fixed", reproducible) or afresh at every read ("redraw", as the published code; still seeded). Datasets whose features are fitted per target (Amazon's vocabulary, on
-    the sources' text) list each target's columns in `meta["target_feature_columns"]`; only those are kept.
+    ("fixed", reproducible) or afresh at every read ("redraw", as the published code; still seeded).
+    Datasets whose features are fitted per target (Amazon's vocabulary, on the sources' text) list each
+    target's columns in `meta["target_feature_columns"]`; only those are kept.
     """
     if partition.dataset != prepared.name:
         raise ValueError(f"partition is for {partition.dataset!r}, prepared data is {prepared.name!r}")
@@ -133,7 +142,10 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         if x.dtype != torch.uint8:
             x = x.to(torch.float32)
         y = torch.from_numpy(np.ascontiguousarray(arrays.y[client.indices])).to(device=device, dtype=label_dtype)
-        aux = {name: torch.from_numpy(np.ascontiguousarray(values[client.indices])).to(device=device, dtype=torch.long) for name, values in arrays.aux.items()}
+        aux = {
+            name: torch.from_numpy(np.ascontiguousarray(values[client.indices])).to(device=device, dtype=torch.long)
+            for name, values in arrays.aux.items()
+        }
         data = ClientData(client.name, x, y, aux=aux)
         if noisy and noise["std"] > 0:
             data.noise_std = float(noise["std"])

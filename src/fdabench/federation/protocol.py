@@ -4,8 +4,9 @@ The loop (`federation.rounds`) is written against `RoundRules`; `methods.base.Ro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor

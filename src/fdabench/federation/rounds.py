@@ -14,7 +14,8 @@ the target domain), and the sample-weighted source average otherwise.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -22,9 +23,9 @@ from fdabench.aggregation import fedavg
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.settings import TrainSettings
 from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules, TargetContext
 from fdabench.federation.records import primary_metric, round_record
+from fdabench.federation.settings import TrainSettings
 from fdabench.models import build_model
 
 RoundCallback = Callable[[dict[str, Any], int], None]
@@ -36,7 +37,9 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
 
 
-def build_cell_model(problem: FederatedProblem, settings: TrainSettings, seed: int, device: torch.device) -> torch.nn.Module:
+def build_cell_model(
+    problem: FederatedProblem, settings: TrainSettings, seed: int, device: torch.device
+) -> torch.nn.Module:
     """The cell's model at its initial parameters: seeded with the cell's seed, so every method of a cell
     starts from the same parameters."""
     torch.manual_seed(seed)
@@ -96,14 +99,25 @@ def run_rounds(
         phase = "warmup" if round_index < warmup_rounds else "fda"
         in_force = settings if phase == "warmup" else fda_settings
         source_local, target_local = local_settings(in_force)
-        inputs = RoundInputs(round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names)
+        inputs = RoundInputs(
+            round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names
+        )
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
         if sources and (phase == "warmup" or method.sources_train_after_warmup):
             results = []
             for index, data in enumerate(sources):
                 results.append(
-                    train_locally(space, global_params, data, source_local, loss_fn, generators[index], batch_loss=source_loss, proximal=proximal)
+                    train_locally(
+                        space,
+                        global_params,
+                        data,
+                        source_local,
+                        loss_fn,
+                        generators[index],
+                        batch_loss=source_loss,
+                        proximal=proximal,
+                    )
                 )
                 if space.buffers:
                     buffer_states.append(space.get_buffers())
@@ -118,7 +132,9 @@ def run_rounds(
             start = method.target_start(inputs)
             space.set(start)
             observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
-            result = train_locally(space, start, target, target_local, loss_fn, generators[-1], on_step=observer, proximal=proximal)
+            result = train_locally(
+                space, start, target, target_local, loss_fn, generators[-1], on_step=observer, proximal=proximal
+            )
             target_buffers = space.get_buffers()
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = statistics
@@ -132,7 +148,9 @@ def run_rounds(
         else:
             aggregate = method.aggregate(inputs)
         if settings.server_momentum:
-            velocity = aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
+            velocity = (
+                aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
+            )
             global_params = global_params + settings.server_lr * velocity
         else:
             global_params = global_params + settings.server_lr * aggregate.delta
@@ -145,4 +163,10 @@ def run_rounds(
         records.append(record)
         if on_round is not None:
             on_round(record, total_rounds)
-    return {"metric": metric, "model_size": space.size, "layer_names": list(space.layer_names), "sources": list(source_names), "rounds": records}
+    return {
+        "metric": metric,
+        "model_size": space.size,
+        "layer_names": list(space.layer_names),
+        "sources": list(source_names),
+        "rounds": records,
+    }

@@ -11,9 +11,18 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "model": {"type": "string", "description": "model registry name"},
     "model_options": {"type": "object", "description": "keyword arguments of the model factory", "default": {}},
     "rounds": {"type": "integer", "minimum": 1, "description": "FDA rounds (after warm-up)"},
-    "warmup_rounds": {"type": "integer", "minimum": 0, "description": "FedAvg rounds over the sources before FDA rounds, for methods that combine sources and target"},
+    "warmup_rounds": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "FedAvg rounds over the sources before FDA rounds, for methods that combine sources and target",
+    },
     "local_epochs": {"type": "integer", "minimum": 1, "description": "source local epochs per round"},
-    "target_local_epochs": {"type": "integer", "minimum": 1, "description": "target local epochs per round", "default": 1},
+    "target_local_epochs": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "target local epochs per round",
+        "default": 1,
+    },
     "optimizer": {"enum": ["adam", "sgd"], "description": "a fresh optimiser for every local training call"},
     "momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "description": "SGD momentum", "default": 0.0},
     "weight_decay": {"type": "number", "minimum": 0, "default": 0.0},
@@ -22,13 +31,31 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "source_batch_size": {"type": "integer", "minimum": 0, "description": "0 = full batch"},
     "target_batch_size": {"type": "integer", "minimum": 0, "description": "0 = full batch"},
     "eval_batch_size": {"type": "integer", "minimum": 1, "default": 1024},
-    "server_momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1, "description": "server momentum μ: v ← μ v + Δ, θ ← θ + server_lr · v (0: θ ← θ + Δ)", "default": 0.0},
-    "server_lr": {"type": "number", "exclusiveMinimum": 0, "description": "server step on the aggregate (with momentum)", "default": 1.0},
-    "final_rounds": {"type": "integer", "minimum": 1, "description": "the final metric is the mean over this many last rounds", "default": 5},  # DESIGN.md §1
+    "server_momentum": {
+        "type": "number",
+        "minimum": 0,
+        "exclusiveMaximum": 1,
+        "description": "server momentum μ: v ← μ v + Δ, θ ← θ + server_lr · v (0: θ ← θ + Δ)",
+        "default": 0.0,
+    },
+    "server_lr": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": "server step on the aggregate (with momentum)",
+        "default": 1.0,
+    },
+    "final_rounds": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "the final metric is the mean over this many last rounds",
+        "default": 5,
+    },  # DESIGN.md §1
 }
 
 # Settings with a schema default may be left out everywhere; the others come from the dataset or params.
-TRAIN_DEFAULTS: dict[str, Any] = {key: copy.deepcopy(spec["default"]) for key, spec in TRAIN_SCHEMA.items() if "default" in spec}
+TRAIN_DEFAULTS: dict[str, Any] = {
+    key: copy.deepcopy(spec["default"]) for key, spec in TRAIN_SCHEMA.items() if "default" in spec
+}
 REQUIRED_TRAIN: tuple[str, ...] = tuple(key for key, spec in TRAIN_SCHEMA.items() if "default" not in spec)
 
 
@@ -55,7 +82,7 @@ class TrainSettings:
     server_lr: float
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TrainSettings":
+    def from_dict(cls, values: dict[str, Any]) -> TrainSettings:
         unknown = set(values) - set(TRAIN_SCHEMA)
         if unknown:
             raise ValueError(f"unknown train settings: {sorted(unknown)}")

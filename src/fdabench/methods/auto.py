@@ -31,11 +31,31 @@ class AutoWeighted(RoundLoopMethod):
     logs_betas = True
     hparams_schema = {
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
-        "estimation": {"enum": ["local_steps", "gradient_batches"], "description": "what the per-batch target updates G_b are", "default": "local_steps"},
-        "estimation_batch_size": {"type": "integer", "minimum": 1, "description": "batch size of gradient_batches estimation", "default": 2},
+        "estimation": {
+            "enum": ["local_steps", "gradient_batches"],
+            "description": "what the per-batch target updates G_b are",
+            "default": "local_steps",
+        },
+        "estimation_batch_size": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "batch size of gradient_batches estimation",
+            "default": 2,
+        },
         "recompute": {"enum": ["every_round", "once"], "default": "every_round"},
-        "lr_decay_after_warmup": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)", "default": 1.0},
-        "target_batch_size": {"type": ["integer", "null"], "minimum": 1, "description": "target batch size in FDA rounds (null: the experiment's); small batches give more G_b", "default": None},
+        "lr_decay_after_warmup": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)",
+            "default": 1.0,
+        },
+        "target_batch_size": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "target batch size in FDA rounds (null: the experiment's); small batches give more G_b",
+            "default": None,
+        },
     }
 
     def __init__(self, hparams: dict[str, Any] | None = None):
@@ -62,7 +82,9 @@ class AutoWeighted(RoundLoopMethod):
         if self._fixed is not None:
             return None, None
         inputs = context.inputs
-        statistics = StreamingAutoWeights(inputs.source_updates, estimation_scale(inputs, self.hparams["scale_alignment"]))
+        statistics = StreamingAutoWeights(
+            inputs.source_updates, estimation_scale(inputs, self.hparams["scale_alignment"])
+        )
         if self.hparams["estimation"] == "local_steps":
             return statistics.add, statistics
         for batch_update in gradient_batch_updates(context, self.hparams["estimation_batch_size"]):
@@ -94,7 +116,9 @@ def gradient_batch_updates(context: TargetContext, batch_size: int):
     lr = context.inputs.settings.target_lr
     for b in range(batches):
         index = order[b * batch_size : (b + 1) * batch_size]
-        gradients = torch.autograd.grad(context.loss_fn(model(data.inputs(index)), data.labels(index)), space.parameters)
+        gradients = torch.autograd.grad(
+            context.loss_fn(model(data.inputs(index)), data.labels(index)), space.parameters
+        )
         yield torch.cat([g.reshape(-1) for g in gradients]).mul_(-lr)
 
 
@@ -129,7 +153,9 @@ class FedDAAuto(AutoWeighted):
     rule = "fedda"
 
     def combine(self, inputs, betas):
-        return fedda(inputs.target_update, inputs.source_updates, betas, inputs.source_counts, layer_sizes=inputs.layer_sizes)
+        return fedda(
+            inputs.target_update, inputs.source_updates, betas, inputs.source_counts, layer_sizes=inputs.layer_sizes
+        )
 
 
 @METHODS.register
@@ -139,7 +165,10 @@ class FedGPAuto(AutoWeighted):
     name = "fedgp_auto"
     description = "FedGP with per-source β minimising the estimated Delta error"
     rule = "fedgp"
-    hparams_schema = {**AutoWeighted.hparams_schema, "mode": {"enum": ["projection", "cosine_scaled"], "default": "projection"}}
+    hparams_schema = {
+        **AutoWeighted.hparams_schema,
+        "mode": {"enum": ["projection", "cosine_scaled"], "default": "projection"},
+    }
 
     def combine(self, inputs, betas):
         return combine_fedgp(inputs, betas, self.hparams["mode"], self.hparams["scale_alignment"])

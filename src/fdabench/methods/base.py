@@ -8,7 +8,8 @@ train and how the server aggregates. Families with a different protocol subclass
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -44,7 +45,9 @@ class Method(ABC):
     def __init__(self, hparams: dict[str, Any] | None = None):
         unknown = set(hparams or {}) - set(self.hparams_schema)
         if unknown:
-            raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}; allowed: {sorted(self.hparams_schema)}")
+            raise ValueError(
+                f"{self.name}: unknown hyper-parameters {sorted(unknown)}; allowed: {sorted(self.hparams_schema)}"
+            )
         self.hparams = {**self.default_hparams, **(hparams or {})}
 
     def check(self, train: dict[str, Any]) -> list[str]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -45,23 +46,90 @@ LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewh
 
 HPARAMS_SCHEMA: dict[str, Any] = {
     "atoms": {"type": "integer", "minimum": 1, "description": "K, the number of atoms", "default": 4},
-    "support_size": {"type": "integer", "minimum": 1, "description": "n, points per atom (classes assigned round robin)", "default": 200},
-    "label_weight": {"type": "number", "minimum": 0, "description": "β of the cost ‖x − x'‖² + β‖y − y'‖²", "default": 1.0},
-    "local_steps": {"type": "integer", "minimum": 1, "description": "E, a client's local steps per round", "default": 10},
-    "batch_size": {"type": "integer", "minimum": 1, "description": "mini-batch size drawn from the client's data and from each atom", "default": 100},
-    "atom_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of atom features and label logits", "default": 0.01},
-    "alpha_lr": {"type": "number", "exclusiveMinimum": 0, "description": "Adam step size of the barycentric coordinates", "default": 0.01},
-    "barycentre_iterations": {"type": "integer", "minimum": 1, "description": "fixed-point iterations of each barycentre", "default": 3},
-    "rounds": {"type": ["integer", "null"], "minimum": 1, "description": "dictionary rounds (null: the experiment's train.rounds)", "default": 30},
-    "encoder": {"enum": ["auto", "identity", "fedavg"], "description": "stage 1; auto: identity for feature-vector inputs, else FedAvg", "default": "auto"},
-    "encoder_rounds": {"type": ["integer", "null"], "minimum": 1, "description": "FedAvg rounds of the encoder (null: train.rounds)", "default": None},
-    "normalise_features": {"type": "boolean", "description": "scale every encoded sample to unit L2 norm", "default": True},
-    "atom_init_std": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "std of the atoms' initial features (null: 1/sqrt(d))", "default": None},
-    "classifier_hidden": {"type": "array", "items": {"type": "integer", "minimum": 1}, "description": "hidden widths of the target classifier(s); [] = linear", "default": []},
-    "classifier_steps": {"type": "integer", "minimum": 1, "description": "full-batch Adam steps of each classifier", "default": 300},
+    "support_size": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "n, points per atom (classes assigned round robin)",
+        "default": 200,
+    },
+    "label_weight": {
+        "type": "number",
+        "minimum": 0,
+        "description": "β of the cost ‖x − x'‖² + β‖y − y'‖²",
+        "default": 1.0,
+    },
+    "local_steps": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "E, a client's local steps per round",
+        "default": 10,
+    },
+    "batch_size": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "mini-batch size drawn from the client's data and from each atom",
+        "default": 100,
+    },
+    "atom_lr": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": "Adam step size of atom features and label logits",
+        "default": 0.01,
+    },
+    "alpha_lr": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": "Adam step size of the barycentric coordinates",
+        "default": 0.01,
+    },
+    "barycentre_iterations": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "fixed-point iterations of each barycentre",
+        "default": 3,
+    },
+    "rounds": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "description": "dictionary rounds (null: the experiment's train.rounds)",
+        "default": 30,
+    },
+    "encoder": {
+        "enum": ["auto", "identity", "fedavg"],
+        "description": "stage 1; auto: identity for feature-vector inputs, else FedAvg",
+        "default": "auto",
+    },
+    "encoder_rounds": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "description": "FedAvg rounds of the encoder (null: train.rounds)",
+        "default": None,
+    },
+    "normalise_features": {
+        "type": "boolean",
+        "description": "scale every encoded sample to unit L2 norm",
+        "default": True,
+    },
+    "atom_init_std": {
+        "type": ["number", "null"],
+        "exclusiveMinimum": 0,
+        "description": "std of the atoms' initial features (null: 1/sqrt(d))",
+        "default": None,
+    },
+    "classifier_hidden": {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1},
+        "description": "hidden widths of the target classifier(s); [] = linear",
+        "default": [],
+    },
+    "classifier_steps": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "full-batch Adam steps of each classifier",
+        "default": 300,
+    },
     "classifier_lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.01},
 }
-
 
 
 @dataclass
@@ -112,13 +180,20 @@ class DictionaryClient:
         total = 0.0
         for _ in range(hparams["local_steps"]):
             rows = torch.randperm(len(self.x), generator=self.generator)[:client_batch].to(self.x.device)
-            picks = [torch.randperm(support, generator=self.generator)[:batch].to(self.x.device) for _ in range(atoms_count)]
+            picks = [
+                torch.randperm(support, generator=self.generator)[:batch].to(self.x.device) for _ in range(atoms_count)
+            ]
             atom_x = [features[k, picks[k]] for k in range(atoms_count)]
             atom_y = [F.softmax(logits[k, picks[k]], dim=1) for k in range(atoms_count)]
             start = int(alpha.detach().argmax())
             bary_x, bary_y = barycentre(
-                atom_x, alpha, atom_x[start].detach(), atom_y, atom_y[start].detach(),
-                hparams["label_weight"], hparams["barycentre_iterations"],
+                atom_x,
+                alpha,
+                atom_x[start].detach(),
+                atom_y,
+                atom_y[start].detach(),
+                hparams["label_weight"],
+                hparams["barycentre_iterations"],
             )
             if labelled:
                 loss = wasserstein_cost(self.x[rows], bary_x, self.y[rows], bary_y, hparams["label_weight"])
@@ -147,8 +222,14 @@ class Classifiers:
         self.weights, self.biases = [], []
         for width_in, width_out in zip(widths[:-1], widths[1:]):
             bound = 1.0 / math.sqrt(width_in)  # torch.nn.Linear's default initialisation range
-            self.weights.append(((torch.rand(groups, width_in, width_out, generator=generator) * 2 - 1) * bound).to(device).requires_grad_())
-            self.biases.append(((torch.rand(groups, 1, width_out, generator=generator) * 2 - 1) * bound).to(device).requires_grad_())
+            self.weights.append(
+                ((torch.rand(groups, width_in, width_out, generator=generator) * 2 - 1) * bound)
+                .to(device)
+                .requires_grad_()
+            )
+            self.biases.append(
+                ((torch.rand(groups, 1, width_out, generator=generator) * 2 - 1) * bound).to(device).requires_grad_()
+            )
 
     def parameters(self) -> list[Tensor]:
         return [*self.weights, *self.biases]
@@ -163,10 +244,14 @@ class Classifiers:
         return hidden
 
 
-def train_classifiers(x: Tensor, soft_labels: Tensor, hidden: list[int], steps: int, lr: float, seed: int) -> Classifiers:
+def train_classifiers(
+    x: Tensor, soft_labels: Tensor, hidden: list[int], steps: int, lr: float, seed: int
+) -> Classifiers:
     """One classifier per group g on (x[g], soft_labels[g]) ((G, m, d) and (G, m, C)), fitted by full-batch
     Adam on the soft-label cross-entropy −Σ_c y_c log p_c (mean over samples, summed over groups)."""
-    classifiers = Classifiers(x.shape[0], x.shape[2], soft_labels.shape[2], hidden, torch.Generator().manual_seed(seed), x.device)
+    classifiers = Classifiers(
+        x.shape[0], x.shape[2], soft_labels.shape[2], hidden, torch.Generator().manual_seed(seed), x.device
+    )
     optimizer = adam(classifiers.parameters(), lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
@@ -203,7 +288,11 @@ class FedDaDiL(Method):
             encoder_kind = "identity" if len(problem.input_shape) == 1 else "fedavg"
         encoder_rounds = (hp["encoder_rounds"] or settings.rounds) if encoder_kind == "fedavg" else 0
         total_rounds = encoder_rounds + dictionary_rounds
-        encode = self._train_encoder(problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round) if encoder_rounds else None
+        encode = (
+            self._train_encoder(problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round)
+            if encoder_rounds
+            else None
+        )
 
         def features_of(x: Tensor) -> Tensor:
             with torch.no_grad():
@@ -212,13 +301,25 @@ class FedDaDiL(Method):
 
         classes = problem.num_outputs
         clients = [
-            DictionaryClient(s.name, features_of(s.inputs()), F.one_hot(s.labels(), classes).float(), torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-                             torch.Generator().manual_seed(seed * 1_000_003 + index))
+            DictionaryClient(
+                s.name,
+                features_of(s.inputs()),
+                F.one_hot(s.labels(), classes).float(),
+                torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
+                torch.Generator().manual_seed(seed * 1_000_003 + index),
+            )
             for index, s in enumerate(problem.sources)
         ]
-        target_x = torch.cat([problem.target_labelled.inputs(), problem.target_unlabelled.inputs()])  # labels unused: the target is unlabelled
-        target = DictionaryClient("target", features_of(target_x), None, torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-                                  torch.Generator().manual_seed(seed * 1_000_003 + len(clients)))
+        target_x = torch.cat(
+            [problem.target_labelled.inputs(), problem.target_unlabelled.inputs()]
+        )  # labels unused: the target is unlabelled
+        target = DictionaryClient(
+            "target",
+            features_of(target_x),
+            None,
+            torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
+            torch.Generator().manual_seed(seed * 1_000_003 + len(clients)),
+        )
         clients.append(target)
         test_x, test_y = features_of(problem.target_test.inputs()), problem.target_test.labels()
 
@@ -227,17 +328,25 @@ class FedDaDiL(Method):
             started = time.perf_counter()
             messages, objectives = [], []
             for client in clients:
-                message, objective = client.local_round(atoms, hp)  # the server sends `atoms`, the client answers `message`
+                message, objective = client.local_round(
+                    atoms, hp
+                )  # the server sends `atoms`, the client answers `message`
                 messages.append(message)
                 objectives.append(objective)
             averaged = average_messages(messages)
-            atoms = AtomsMessage(averaged.features, averaged.label_logits if averaged.label_logits is not None else atoms.label_logits)
+            atoms = AtomsMessage(
+                averaged.features, averaged.label_logits if averaged.label_logits is not None else atoms.label_logits
+            )
             probabilities = self.classify(atoms, target.alpha, test_x, seed * 1_000_003 + dictionary_round)
             metrics = _accuracy_and_loss(probabilities, test_y)
             uplink = [m.nbytes for m in messages]
             record = round_record(
-                encoder_rounds + dictionary_round, "dictionary", {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
-                sum(uplink), len(clients) * atoms.nbytes, started,
+                encoder_rounds + dictionary_round,
+                "dictionary",
+                {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
+                sum(uplink),
+                len(clients) * atoms.nbytes,
+                started,
                 objective=sum(objectives) / len(objectives),
                 objective_per_client=objectives,
                 bytes_uplink_per_client=uplink,
@@ -249,7 +358,12 @@ class FedDaDiL(Method):
             if on_round is not None:
                 on_round(record, total_rounds)
         dictionary_size = atoms.features.numel() + atoms.label_logits.numel()
-        return {"metric": "accuracy", "model_size": dictionary_size, "sources": [s.name for s in problem.sources], "rounds": records}
+        return {
+            "metric": "accuracy",
+            "model_size": dictionary_size,
+            "sources": [s.name for s in problem.sources],
+            "rounds": records,
+        }
 
     @staticmethod
     def initial_atoms(hp: dict[str, Any], dim: int, classes: int, seed: int, device: torch.device) -> AtomsMessage:
@@ -262,7 +376,9 @@ class FedDaDiL(Method):
         logits = LABEL_INIT_LOGIT * F.one_hot(classes_of_points, classes).float().expand(hp["atoms"], -1, -1).clone()
         return AtomsMessage(features.to(device), logits.to(device))
 
-    def _train_encoder(self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round) -> Callable[[Tensor], Tensor]:
+    def _train_encoder(
+        self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round
+    ) -> Callable[[Tensor], Tensor]:
         """Stage 1: FedAvg over the sources for `encoder_rounds` rounds (the `source_only` method with the
         cell's settings); its records are logged with phase "encoder"; returns the trained body."""
         model = build_cell_model(problem, settings, seed, device)  # the same initial weights as source_only
@@ -290,9 +406,18 @@ class DaDiLR(FedDaDiL):
         labels = F.softmax(atoms.label_logits, dim=2)
         start = int(alpha_target.argmax())
         with torch.no_grad():
-            x, y = barycentre(list(atoms.features), alpha_target, atoms.features[start], list(labels), labels[start],
-                              hp["label_weight"], hp["barycentre_iterations"])
-        classifier = train_classifiers(x[None], y[None], hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed)
+            x, y = barycentre(
+                list(atoms.features),
+                alpha_target,
+                atoms.features[start],
+                list(labels),
+                labels[start],
+                hp["label_weight"],
+                hp["barycentre_iterations"],
+            )
+        classifier = train_classifiers(
+            x[None], y[None], hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed
+        )
         with torch.no_grad():
             return F.softmax(classifier.logits(test_x)[0], dim=1)
 
@@ -307,8 +432,9 @@ class DaDiLE(FedDaDiL):
     def classify(self, atoms, alpha_target, test_x, seed):
         hp = self.hparams
         labels = F.softmax(atoms.label_logits, dim=2)
-        classifiers = train_classifiers(atoms.features, labels, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed)
+        classifiers = train_classifiers(
+            atoms.features, labels, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed
+        )
         with torch.no_grad():
             per_atom = F.softmax(classifiers.logits(test_x), dim=2)  # (K, m, C)
             return (alpha_target[:, None, None] * per_atom).sum(0)
-

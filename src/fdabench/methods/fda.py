@@ -20,7 +20,13 @@ class FedDA(RoundLoopMethod):
     hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5}}
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
-        delta = fedda(inputs.target_update, inputs.source_updates, self.hparams["beta"], inputs.source_counts, layer_sizes=inputs.layer_sizes)
+        delta = fedda(
+            inputs.target_update,
+            inputs.source_updates,
+            self.hparams["beta"],
+            inputs.source_counts,
+            layer_sizes=inputs.layer_sizes,
+        )
         return Aggregate(delta)
 
 
@@ -87,9 +93,15 @@ class FedGP(RoundLoopMethod):
     warmup = True
     hparams_schema = {
         "beta": {**BETA_SCHEMA, "default": 0.5},
-        "mode": {"enum": ["projection", "cosine_scaled"], "description": "the definition or the published real-data variant", "default": "projection"},
+        "mode": {
+            "enum": ["projection", "cosine_scaled"],
+            "description": "the definition or the published real-data variant",
+            "default": "projection",
+        },
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
     }
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
-        return Aggregate(combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"]))
+        return Aggregate(
+            combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+        )

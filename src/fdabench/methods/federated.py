@@ -50,9 +50,15 @@ class FinetuneOffline(Method):
         "finetune_epochs": {
             "type": ["integer", "null"],
             "minimum": 0,
-            "description": "target fine-tuning epochs after FedAvg (null: rounds x target_local_epochs, the target's epochs in an FDA run)", "default": None,
+            "description": "target fine-tuning epochs after FedAvg (null: rounds x target_local_epochs, the target's "
+            "epochs in an FDA run)",
+            "default": None,
         },
-        "head_only": {"type": "boolean", "description": "fine-tune only the last linear layer (head)", "default": False},
+        "head_only": {
+            "type": "boolean",
+            "description": "fine-tune only the last linear layer (head)",
+            "default": False,
+        },
     }
 
     def finetune_epochs(self, settings) -> int:
@@ -68,7 +74,14 @@ class FinetuneOffline(Method):
         loss_fn = loss_function(problem.task)
         metric = history["metric"]
         _, target_local = local_settings(settings)
-        one_epoch = LocalSettings(target_local.lr, target_local.batch_size, 1, target_local.optimizer, target_local.momentum, target_local.weight_decay)
+        one_epoch = LocalSettings(
+            target_local.lr,
+            target_local.batch_size,
+            1,
+            target_local.optimizer,
+            target_local.momentum,
+            target_local.weight_decay,
+        )
         generator = client_generator(seed, len(problem.sources))  # the target's stream, as in the round loop
         data = problem.target_labelled
         if self.hparams["head_only"]:
@@ -84,7 +97,9 @@ class FinetuneOffline(Method):
             params = params + train_locally(space, params, data, one_epoch, loss_fn, generator).update
             space.set(params)
             metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
-            record = round_record(settings.rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started)
+            record = round_record(
+                settings.rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started
+            )
             history["rounds"].append(record)
             if progress is not None:
                 progress(record, total_rounds)

@@ -24,7 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fdabench.federation.client import LocalSettings, batch_indices, evaluate, loss_function, make_optimizer, train_locally
+from fdabench.federation.client import (
+    LocalSettings,
+    batch_indices,
+    evaluate,
+    loss_function,
+    make_optimizer,
+    train_locally,
+)
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.records import round_record
 from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
@@ -108,7 +115,9 @@ def train_on_knowledge(
     model.train()
     optimizer = make_optimizer(space.parameters, settings)
     for batch in batch_indices(len(inputs), settings.batch_size, settings.epochs, generator, inputs.device):
-        x, target, weight = (inputs, knowledge, weights) if batch is None else (inputs[batch], knowledge[batch], weights[batch])
+        x, target, weight = (
+            (inputs, knowledge, weights) if batch is None else (inputs[batch], knowledge[batch], weights[batch])
+        )
         if mixup_alpha > 0:
             lam = float(mixup_rng.beta(mixup_alpha, mixup_alpha))
             pair = torch.randperm(len(x), generator=generator).to(x.device)
@@ -127,13 +136,37 @@ class KD3A(Method):
     module docstring). Its BatchNorm MMD alignment term is not included."""
 
     name = "kd3a"
-    description = "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data (100% of its training inputs)"
+    description = (
+        "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "
+        "(100% of its training inputs)"
+    )
     uses_unlabelled_target = True
     hparams_schema = {
-        "gate_start": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the first round", "default": 0.8},
-        "gate_end": {"type": "number", "minimum": 0, "maximum": 1, "description": "confidence gate in the last round", "default": 0.95},
-        "mixup_alpha": {"type": "number", "minimum": 0, "description": "mixup λ ~ Beta(a, a); 0 turns mixup off", "default": 0.2},
-        "consensus_focus": {"type": "boolean", "description": "source weights by consensus focus (false: by sample count)", "default": True},
+        "gate_start": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "confidence gate in the first round",
+            "default": 0.8,
+        },
+        "gate_end": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "confidence gate in the last round",
+            "default": 0.95,
+        },
+        "mixup_alpha": {
+            "type": "number",
+            "minimum": 0,
+            "description": "mixup λ ~ Beta(a, a); 0 turns mixup off",
+            "default": 0.2,
+        },
+        "consensus_focus": {
+            "type": "boolean",
+            "description": "source weights by consensus focus (false: by sample count)",
+            "default": True,
+        },
     }
     # KD3A: gate 0.8 → 0.95; mixup a = 0.2 (the mixup paper's ImageNet setting)
 
@@ -161,7 +194,10 @@ class KD3A(Method):
             source_params, buffer_states, probabilities = [], [], []
             for index, data in enumerate(sources):
                 space.set_buffers(global_buffers)
-                source_params.append(global_params + train_locally(space, global_params, data, source_local, loss_fn, generators[index]).update)
+                source_params.append(
+                    global_params
+                    + train_locally(space, global_params, data, source_local, loss_fn, generators[index]).update
+                )
                 buffer_states.append(space.get_buffers())
             with torch.no_grad():  # at the target: each forwarded source model predicts the unlabelled inputs
                 model.eval()
@@ -177,15 +213,26 @@ class KD3A(Method):
             space.set_buffers(global_buffers)
             if target_count:
                 target_update = train_on_knowledge(
-                    space, global_params, unlabelled[kept], knowledge[kept], support[kept].to(knowledge.dtype) / len(sources),
-                    source_local, self.hparams["mixup_alpha"], generators[-1], mixup_rng,
+                    space,
+                    global_params,
+                    unlabelled[kept],
+                    knowledge[kept],
+                    support[kept].to(knowledge.dtype) / len(sources),
+                    source_local,
+                    self.hparams["mixup_alpha"],
+                    generators[-1],
+                    mixup_rng,
                 )
             else:
                 target_update = torch.zeros_like(global_params)
             buffer_states.append(space.get_buffers())
-            focus = consensus_focus(probabilities, gate) if self.hparams["consensus_focus"] else torch.zeros(len(sources))
+            focus = (
+                consensus_focus(probabilities, gate) if self.hparams["consensus_focus"] else torch.zeros(len(sources))
+            )
             weights = domain_weights(focus, source_counts, target_count).to(global_params.dtype)
-            global_params = weights[-1] * (global_params + target_update) + sum(w * p for w, p in zip(weights[:-1], source_params))
+            global_params = weights[-1] * (global_params + target_update) + sum(
+                w * p for w, p in zip(weights[:-1], source_params)
+            )
             space.set(global_params)
             if space.buffers:
                 space.set_buffers(average_buffers(buffer_states, weights.to(device)))
@@ -196,10 +243,17 @@ class KD3A(Method):
             uplink = (len(sources) + 1) * (model_bytes + COUNT_BYTES) + (len(sources) + 1) * WEIGHT_BYTES
             downlink = (len(sources) + 1) * model_bytes + len(sources) * model_bytes
             record = round_record(
-                round_index, "fda", {"accuracy": metrics["accuracy"], "loss": metrics["loss"]}, uplink, downlink, started,
+                round_index,
+                "fda",
+                {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
+                uplink,
+                downlink,
+                started,
                 confidence_gate=gate,
                 knowledge_fraction=target_count / len(unlabelled),
-                knowledge_accuracy=pseudo_correct / target_count if target_count else None,  # diagnostic: hidden labels, never trained on
+                knowledge_accuracy=pseudo_correct / target_count
+                if target_count
+                else None,  # diagnostic: hidden labels, never trained on
                 consensus_focus=focus.tolist(),
                 domain_weights=weights.tolist(),
             )

@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
 from fdabench.aggregation import fedavg
-from fdabench.federation.client import LocalSettings, Proximal, batch_indices, evaluate, loss_function, make_optimizer, steps_per_epoch, train_locally
+from fdabench.federation.client import (
+    LocalSettings,
+    Proximal,
+    batch_indices,
+    evaluate,
+    loss_function,
+    make_optimizer,
+    steps_per_epoch,
+    train_locally,
+)
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
@@ -48,7 +57,9 @@ class Federation:
 
     def train(self, index: int, start: Tensor, **options) -> Tensor:
         """Client `index`'s plain local training from `start`; its update."""
-        return train_locally(self.space, start, self.clients[index], self.local[index], self.loss_fn, self.generators[index], **options).update
+        return train_locally(
+            self.space, start, self.clients[index], self.local[index], self.loss_fn, self.generators[index], **options
+        ).update
 
 
 class PersonalisedMethod(Method):
@@ -58,7 +69,10 @@ class PersonalisedMethod(Method):
         model = build_cell_model(problem, settings, seed, device)
         space = ParameterSpace(model)
         if space.buffers:
-            raise ValueError(f"{self.name}: models with buffers (e.g. BatchNorm statistics) are not supported by personalised methods")
+            raise ValueError(
+                f"{self.name}: models with buffers (e.g. BatchNorm statistics) are not supported by personalised "
+                f"methods"
+            )
         source_local, target_local = local_settings(settings)
         clients = [*problem.sources, problem.target_labelled]
         federation = Federation(
@@ -66,7 +80,9 @@ class PersonalisedMethod(Method):
             space,
             clients,
             [source_local] * len(problem.sources) + [target_local],
-            [client_generator(seed, index) for index in range(len(clients))],  # the target's stream as in the round loop
+            [
+                client_generator(seed, index) for index in range(len(clients))
+            ],  # the target's stream as in the round loop
             loss_function(problem.task),
         )
         counts = torch.tensor([len(client) for client in clients], dtype=torch.float32, device=device)
@@ -78,20 +94,32 @@ class PersonalisedMethod(Method):
         for round_index in range(settings.rounds):
             started = time.perf_counter()
             self.begin_round(federation, global_params)
-            updates = torch.stack([self.train_client(federation, index, global_params) for index in range(len(clients))])
+            updates = torch.stack(
+                [self.train_client(federation, index, global_params) for index in range(len(clients))]
+            )
             global_params = global_params + fedavg(updates, counts)
             space.set(global_params)
             global_metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
             metrics = self.evaluate_target(federation, global_params, problem, settings.eval_batch_size)
-            target_metrics = {metric: metrics[metric], "loss": metrics["loss"],
-                              f"global_{metric}": global_metrics[metric], "global_loss": global_metrics["loss"]}
+            target_metrics = {
+                metric: metrics[metric],
+                "loss": metrics["loss"],
+                f"global_{metric}": global_metrics[metric],
+                "global_loss": global_metrics["loss"],
+            }
             uplink, downlink = len(clients) * (shared_bytes + COUNT_BYTES), len(clients) * shared_bytes
             record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
             records.append(record)
             if on_round is not None:
                 on_round(record, settings.rounds)
         sources = [source.name for source in problem.sources]
-        return {"metric": metric, "model_size": space.size, "layer_names": list(space.layer_names), "sources": sources, "rounds": records}
+        return {
+            "metric": metric,
+            "model_size": space.size,
+            "layer_names": list(space.layer_names),
+            "sources": sources,
+            "rounds": records,
+        }
 
     def start(self, federation: Federation, global_params: Tensor) -> None:
         """Initialise the personal state (every personal model starts from the initial global model)."""
@@ -110,7 +138,9 @@ class PersonalisedMethod(Method):
     def personalised_params(self, federation: Federation, global_params: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def evaluate_target(self, federation: Federation, global_params: Tensor, problem: FederatedProblem, batch_size: int) -> dict[str, float]:
+    def evaluate_target(
+        self, federation: Federation, global_params: Tensor, problem: FederatedProblem, batch_size: int
+    ) -> dict[str, float]:
         federation.space.set(self.personalised_params(federation, global_params))
         return evaluate(federation.model, problem.target_test, problem.task, batch_size)
 
@@ -124,7 +154,9 @@ class Ditto(PersonalisedMethod):
     name = "ditto"
     description = "personalised FL: the target's personal model is pulled towards the global model (penalty λ)"
     # λ = 1: the Ditto paper's default
-    hparams_schema = {"penalty": {"type": "number", "minimum": 0, "description": "λ of the penalty (λ/2)‖v − w‖²", "default": 1.0}}
+    hparams_schema = {
+        "penalty": {"type": "number", "minimum": 0, "description": "λ of the penalty (λ/2)‖v − w‖²", "default": 1.0}
+    }
 
     def start(self, federation, global_params):
         self.personal = global_params.clone()
@@ -132,14 +164,22 @@ class Ditto(PersonalisedMethod):
     def train_client(self, federation, index, global_params):
         update = federation.train(index, global_params)
         if index == federation.target_index:
-            self.personal = self.personal + federation.train(index, self.personal, proximal=Proximal(self.hparams["penalty"], anchor=global_params))
+            self.personal = self.personal + federation.train(
+                index, self.personal, proximal=Proximal(self.hparams["penalty"], anchor=global_params)
+            )
         return update
 
     def personalised_params(self, federation, global_params):
         return self.personal
 
 
-def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Tensor], settings: LocalSettings, generators: list[torch.Generator]) -> Tensor:
+def train_linear_heads(
+    starts: Tensor,
+    features: list[Tensor],
+    targets: list[Tensor],
+    settings: LocalSettings,
+    generators: list[torch.Generator],
+) -> Tensor:
     """`train_locally` of C linear heads on fixed features, one per client, all at once: each client draws
     its batch order from its own generator and takes the same optimiser steps as alone, but the C heads
     step together through batched matrix products, with gradients in closed form instead of autograd (the
@@ -158,12 +198,19 @@ def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Ten
     batch = max(sizes) if steps == 1 else settings.batch_size  # rows per step; shorter batches are padded
     rows = steps * batch
     # θ = [weight | bias] against inputs [x, 1]
-    theta = torch.cat([starts[:, : outputs * dim].reshape(clients, outputs, dim), starts[:, outputs * dim :, None]], dim=2)
+    theta = torch.cat(
+        [starts[:, : outputs * dim].reshape(clients, outputs, dim), starts[:, outputs * dim :, None]], dim=2
+    )
     optimizer = make_optimizer([theta], settings)
     device, dtype = features[0].device, features[0].dtype
     classification = not targets[0].is_floating_point()
     # every client's rows stacked, plus one zero row that padding points to
-    inputs = torch.cat([torch.cat([torch.cat(features), torch.ones(sum(sizes), 1, dtype=dtype, device=device)], dim=1), torch.zeros(1, dim + 1, dtype=dtype, device=device)])
+    inputs = torch.cat(
+        [
+            torch.cat([torch.cat(features), torch.ones(sum(sizes), 1, dtype=dtype, device=device)], dim=1),
+            torch.zeros(1, dim + 1, dtype=dtype, device=device),
+        ]
+    )
     labels = torch.cat(targets)
     labels = torch.nn.functional.one_hot(labels, outputs).to(dtype) if classification else labels
     labels = torch.cat([labels, torch.zeros(1, outputs, dtype=dtype, device=device)])
@@ -186,7 +233,11 @@ def train_linear_heads(starts: Tensor, features: list[Tensor], targets: list[Ten
             window = slice(step * batch, (step + 1) * batch)
             x = x_epoch[:, window]
             logits = torch.bmm(x, theta.transpose(1, 2))
-            residual = torch.softmax(logits, dim=2).sub_(y_epoch[:, window]) if classification else (logits - y_epoch[:, window]).mul_(2.0)
+            residual = (
+                torch.softmax(logits, dim=2).sub_(y_epoch[:, window])
+                if classification
+                else (logits - y_epoch[:, window]).mul_(2.0)
+            )
             residual.mul_(row_weights[:, window])
             theta.grad = torch.bmm(residual.transpose(1, 2), x)
             optimizer.step()
@@ -206,8 +257,18 @@ class FedRep(PersonalisedMethod):
     description = "personalised FL: shared body averaged by the server, a local head per client"
     # the FedRep paper: 10 head epochs, 1 body epoch
     hparams_schema = {
-        "head_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the head per round (body frozen)", "default": 10},
-        "body_epochs": {"type": "integer", "minimum": 0, "description": "local epochs on the body per round (head frozen)", "default": 1},
+        "head_epochs": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "local epochs on the head per round (body frozen)",
+            "default": 10,
+        },
+        "body_epochs": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "local epochs on the body per round (head frozen)",
+            "default": 1,
+        },
     }
 
     def start(self, federation, global_params):
@@ -216,7 +277,10 @@ class FedRep(PersonalisedMethod):
         self.head_space = ParameterSpace(federation.model.head)
         self.body_size = self.body_space.size if has_body else 0
         body_names = self.body_space.layer_names if has_body else ()
-        if federation.space.layer_names[: len(body_names)] != body_names or self.body_size + self.head_space.size != federation.space.size:
+        if (
+            federation.space.layer_names[: len(body_names)] != body_names
+            or self.body_size + self.head_space.size != federation.space.size
+        ):
             raise ValueError(f"{self.name}: the model must be `features` followed by `head`")
         self.heads = [global_params[self.body_size :].clone() for _ in federation.clients]
 
@@ -253,7 +317,14 @@ class FedRep(PersonalisedMethod):
         if self.hparams["body_epochs"] and self.body_space is not None:
             self.head_space.set(self.heads[index])
             body_local = replace(federation.local[index], epochs=self.hparams["body_epochs"])
-            result = train_locally(self.body_space, global_params[: self.body_size], federation.clients[index], body_local, federation.loss_fn, federation.generators[index])
+            result = train_locally(
+                self.body_space,
+                global_params[: self.body_size],
+                federation.clients[index],
+                body_local,
+                federation.loss_fn,
+                federation.generators[index],
+            )
             update[: self.body_size] = result.update
         return update
 
@@ -270,9 +341,19 @@ class APFL(PersonalisedMethod):
     global model."""
 
     name = "apfl"
-    description = "personalised FL: the target's model mixes a local model and the global model (weight α on the local one)"
+    description = (
+        "personalised FL: the target's model mixes a local model and the global model (weight α on the local one)"
+    )
     # α = 0.5: the APFL paper's mixing weight
-    hparams_schema = {"alpha": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight α of the local model in v̄ = α v + (1 − α) w", "default": 0.5}}
+    hparams_schema = {
+        "alpha": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "weight α of the local model in v̄ = α v + (1 − α) w",
+            "default": 0.5,
+        }
+    }
 
     def start(self, federation, global_params):
         self.personal = global_params.clone()
@@ -291,7 +372,9 @@ class APFL(PersonalisedMethod):
         mixture.model.train()
         global_optimizer = make_optimizer(space.parameters, local)
         personal_optimizer = make_optimizer(personal.parameters, local)
-        for batch in batch_indices(len(data), local.batch_size, local.epochs, federation.generators[index], data.x.device):
+        for batch in batch_indices(
+            len(data), local.batch_size, local.epochs, federation.generators[index], data.x.device
+        ):
             x, y = data.inputs(batch), data.labels(batch)
             with torch.no_grad():  # v̄ = α v + (1 − α) w at the step's start
                 for mixed, v, w in zip(mixture.parameters, personal.parameters, space.parameters):
@@ -312,13 +395,17 @@ class APFL(PersonalisedMethod):
         return self.personal * alpha + global_params * (1 - alpha)
 
 
-def knn_probabilities(query: Tensor, store: Tensor, store_labels: Tensor, num_classes: int, neighbours: int, temperature: float) -> Tensor:
+def knn_probabilities(
+    query: Tensor, store: Tensor, store_labels: Tensor, num_classes: int, neighbours: int, temperature: float
+) -> Tensor:
     """kNN-Per's memorised distribution (Marfoq et al. 2022, Eq. 5): p_kNN(y | x) ∝ Σ_{j ∈ N_k(x)}
     1{y_j = y} exp(−‖φ(x) − φ(x_j)‖ / T) over the k nearest stored features (Euclidean); rows sum to 1."""
     distances = torch.cdist(query, store)
     nearest, index = distances.topk(min(neighbours, store.shape[0]), dim=1, largest=False)
     weights = torch.softmax(-nearest / temperature, dim=1)
-    return torch.zeros(query.shape[0], num_classes, dtype=weights.dtype, device=query.device).scatter_add_(1, store_labels[index], weights)
+    return torch.zeros(query.shape[0], num_classes, dtype=weights.dtype, device=query.device).scatter_add_(
+        1, store_labels[index], weights
+    )
 
 
 @METHODS.register
@@ -329,12 +416,25 @@ class KNNPer(PersonalisedMethod):
     λ = 0 is the global model."""
 
     name = "knn_per"
-    description = "personalised FL: the global model's prediction interpolated with a kNN over the target's stored features"
+    description = (
+        "personalised FL: the global model's prediction interpolated with a kNN over the target's stored features"
+    )
     # k = 10: the kNN-Per paper
     hparams_schema = {
         "neighbours": {"type": "integer", "minimum": 1, "description": "k nearest stored samples", "default": 10},
-        "interpolation": {"type": "number", "minimum": 0, "maximum": 1, "description": "weight λ of the kNN distribution", "default": 0.5},
-        "temperature": {"type": "number", "exclusiveMinimum": 0, "description": "T in exp(−distance / T)", "default": 1.0},
+        "interpolation": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "weight λ of the kNN distribution",
+            "default": 0.5,
+        },
+        "temperature": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "T in exp(−distance / T)",
+            "default": 1.0,
+        },
     }
 
     def run(self, problem, settings, seed, device, on_round=None):
@@ -354,7 +454,14 @@ class KNNPer(PersonalisedMethod):
             x, y = test.inputs(slice(begin, begin + batch_size)), test.labels(slice(begin, begin + batch_size))
             features = model.features(x)
             global_probabilities = torch.softmax(model.head(features), dim=1)
-            knn = knn_probabilities(features, store_features, store.labels(), problem.num_outputs, self.hparams["neighbours"], self.hparams["temperature"])
+            knn = knn_probabilities(
+                features,
+                store_features,
+                store.labels(),
+                problem.num_outputs,
+                self.hparams["neighbours"],
+                self.hparams["temperature"],
+            )
             probabilities = interpolation * knn + (1 - interpolation) * global_probabilities
             total_loss += float(-probabilities.gather(1, y[:, None]).clamp_min(1e-12).log().sum())
             correct += int((probabilities.argmax(dim=1) == y).sum())

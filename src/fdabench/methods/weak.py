@@ -55,7 +55,12 @@ class WeaklySupervised(RoundLoopMethod):
     uses_auxiliary = False
     # α = 1: the healthcare paper
     hparams_schema = {
-        "auxiliary": {"type": ["array", "null"], "items": {"type": "string"}, "description": "auxiliary labels to train on (null: all the data carry)", "default": None},
+        "auxiliary": {
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            "description": "auxiliary labels to train on (null: all the data carry)",
+            "default": None,
+        },
         "alpha": {"type": "number", "minimum": 0, "description": "weight of the auxiliary losses", "default": 1.0},
     }
 
@@ -66,9 +71,15 @@ class WeaklySupervised(RoundLoopMethod):
         wanted = self.hparams["auxiliary"] if self.hparams["auxiliary"] is not None else sorted(available)
         missing = [name for name in wanted if name not in available]
         if missing:
-            raise ValueError(f"{self.name}: auxiliary labels {missing} are not in the data (it has {sorted(available) or 'none'}); set the dataset's auxiliary option")
+            raise ValueError(
+                f"{self.name}: auxiliary labels {missing} are not in the data (it has {sorted(available) or 'none'}); "
+                f"set the dataset's auxiliary option"
+            )
         if not wanted:
-            raise ValueError(f"{self.name} needs auxiliary labels; the data carry none (e.g. fed_heart with auxiliary: [sex, age_decade])")
+            raise ValueError(
+                f"{self.name} needs auxiliary labels; the data carry none (e.g. fed_heart with auxiliary: [sex, "
+                f"age_decade])"
+            )
         return MultiTaskModel(model, {name: available[name] for name in wanted})
 
     def source_batch_loss(self, loss_fn):
@@ -79,7 +90,10 @@ class WeaklySupervised(RoundLoopMethod):
     @staticmethod
     def auxiliary_mask(inputs: RoundInputs) -> torch.Tensor:
         """True at the coordinates of auxiliary-head parameters."""
-        pieces = [torch.full((size,), name.startswith(AUX_PREFIX), dtype=torch.bool) for name, size in zip(inputs.layer_names, inputs.layer_sizes)]
+        pieces = [
+            torch.full((size,), name.startswith(AUX_PREFIX), dtype=torch.bool)
+            for name, size in zip(inputs.layer_names, inputs.layer_sizes)
+        ]
         return torch.cat(pieces).to(inputs.global_params.device)
 
     def split_aggregate(self, inputs: RoundInputs, shared_delta: torch.Tensor) -> torch.Tensor:
@@ -105,13 +119,25 @@ class _FinetuneAggregate(WeaklySupervised):
 class _ProjectedAggregate(WeaklySupervised):
     hparams_schema = {
         **WeaklySupervised.hparams_schema,
-        "beta": {**BETA_SCHEMA, "description": "weight of the source (projected) term, as the authors' code; the paper's Eq. 7/9 weight the target term",
-                 "default": 0.5},
-        "mode": {"enum": ["cosine_scaled", "projection"], "description": "cosine_scaled: the published code; projection: FedGP's definition",
-                 "default": "cosine_scaled"},
+        "beta": {
+            **BETA_SCHEMA,
+            "description": "weight of the source (projected) term, as the authors' code; the paper's Eq. 7/9 weight "
+            "the target term",
+            "default": 0.5,
+        },
+        "mode": {
+            "enum": ["cosine_scaled", "projection"],
+            "description": "cosine_scaled: the published code; projection: FedGP's definition",
+            "default": "cosine_scaled",
+        },
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
-        "averaging_rounds": {"type": "integer", "minimum": 0, "description": "first rounds in which θ first moves to the sources' FedAvg and the target fine-tunes and projects from there (authors' code: 5)",
-                             "default": 5},
+        "averaging_rounds": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "first rounds in which θ first moves to the sources' FedAvg and the target fine-tunes and "
+            "projects from there (authors' code: 5)",
+            "default": 5,
+        },
     }
 
     def _averaging(self, inputs: RoundInputs) -> bool:
@@ -128,7 +154,9 @@ class _ProjectedAggregate(WeaklySupervised):
             frozen = torch.zeros_like(delta)  # auxiliary heads keep the global model's values
         else:  # anchored at θ + FedAvg: the sources' updates are their deviations from the average
             moved = replace(inputs, source_updates=inputs.source_updates - average)
-            delta = average + combine_fedgp(moved, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+            delta = average + combine_fedgp(
+                moved, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"]
+            )
             frozen = average
         mask = self.auxiliary_mask(inputs)
         return Aggregate(torch.where(mask, frozen, delta) if mask.any() else delta)
@@ -144,7 +172,9 @@ class FedAvgFinetune(_FinetuneAggregate):
 @METHODS.register
 class AuxInfo(_FinetuneAggregate):
     name = "auxinfo"
-    description = "sources train auxiliary heads (L_main + α Σ L_aux); the target fine-tunes the aggregate on the main task"
+    description = (
+        "sources train auxiliary heads (L_main + α Σ L_aux); the target fine-tunes the aggregate on the main task"
+    )
     uses_auxiliary = True
 
 
@@ -160,4 +190,3 @@ class AuxInfoGP(_ProjectedAggregate):
     name = "auxinfo_gp"
     description = "auxiliary heads on the sources plus gradient projection"
     uses_auxiliary = True
-

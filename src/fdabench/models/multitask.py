@@ -16,7 +16,9 @@ class MultiTaskModel(nn.Module):
         self.features = base.features
         self.head = base.head
         self.feature_dim = base.feature_dim
-        self.aux_heads = nn.ModuleDict({name: nn.Linear(base.feature_dim, classes) for name, classes in aux_classes.items()})
+        self.aux_heads = nn.ModuleDict(
+            {name: nn.Linear(base.feature_dim, classes) for name, classes in aux_classes.items()}
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

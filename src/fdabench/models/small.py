@@ -58,7 +58,9 @@ def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,)) -
 @MODELS.register
 def sigmoid_mlp(input_shape, num_outputs, hidden: int = 100, init_scale: float = 0.5) -> nn.Module:
     """One hidden sigmoid layer (FedGP appendix B); weights ~ U(-init_scale, init_scale) as published."""
-    model = BodyHead(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.Sigmoid()), hidden, num_outputs)
+    model = BodyHead(
+        nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.Sigmoid()), hidden, num_outputs
+    )
     if init_scale > 0:
         with torch.no_grad():
             for parameter in model.parameters():

@@ -3,7 +3,6 @@ torchvision ResNets with ImageNet input normalisation and (as DomainBed) frozen 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
@@ -16,13 +15,19 @@ from fdabench.models.small import BodyHead
 def _lenet(input_shape, num_outputs) -> nn.Module:
     """conv(6, 5x5) - pool - conv(16, 5x5) - pool - fc 120 - 84 - head (FedGP paper, FMNIST and CIFAR-10)."""
     channels, height, width = input_shape
-    spatial = lambda size: ((size - 4) // 2 - 4) // 2  # noqa: E731
+    spatial = lambda size: ((size - 4) // 2 - 4) // 2
     features = nn.Sequential(
-        nn.Conv2d(channels, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(channels, 6, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(16 * spatial(height) * spatial(width), 120), nn.ReLU(),
-        nn.Linear(120, 84), nn.ReLU(),
+        nn.Linear(16 * spatial(height) * spatial(width), 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
     )
     return BodyHead(features, 84, num_outputs)
 
@@ -42,11 +47,20 @@ def mnist_cnn(input_shape, num_outputs, width: int = 64) -> nn.Module:
     """DomainBed's MNIST_CNN: conv 64, 128 (stride 2), 128, 128, each ReLU + GroupNorm(8); average pool."""
     w = width
     features = nn.Sequential(
-        nn.Conv2d(input_shape[0], w, 3, padding=1), nn.ReLU(), nn.GroupNorm(8, w),
-        nn.Conv2d(w, 2 * w, 3, stride=2, padding=1), nn.ReLU(), nn.GroupNorm(8, 2 * w),
-        nn.Conv2d(2 * w, 2 * w, 3, padding=1), nn.ReLU(), nn.GroupNorm(8, 2 * w),
-        nn.Conv2d(2 * w, 2 * w, 3, padding=1), nn.ReLU(), nn.GroupNorm(8, 2 * w),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Conv2d(input_shape[0], w, 3, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, w),
+        nn.Conv2d(w, 2 * w, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, 2 * w),
+        nn.Conv2d(2 * w, 2 * w, 3, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, 2 * w),
+        nn.Conv2d(2 * w, 2 * w, 3, padding=1),
+        nn.ReLU(),
+        nn.GroupNorm(8, 2 * w),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
     )
     return BodyHead(features, 2 * w, num_outputs)
 
@@ -89,7 +103,8 @@ def _resnet(depth: int, input_shape, num_outputs, weights: str, freeze_batchnorm
         if not path.exists():  # never a silent download at training time
             raise FileNotFoundError(
                 f"ImageNet weights for resnet{depth} are not at {path}. Fetch them once on a machine with network "
-                f"access (python -c \"import torchvision; torchvision.models.resnet{depth}(weights='IMAGENET1K_V1')\") and copy "
+                f"access (python -c \"import torchvision; torchvision.models.resnet{depth}(weights='IMAGENET1K_V1')\") "
+                f"and copy "
                 f"the file there (or set TORCH_HOME), or set model_options: {{weights: none}} to train from scratch."
             )
         network = builder(weights=None)

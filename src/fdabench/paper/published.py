@@ -11,7 +11,6 @@ paper's text), and so are its "FedAvg" and "Best DG" rows, which fdabench does n
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 _NOISE = ("noise0", "noise0.2", "noise0.4", "noise0.6", "noise0.8")
@@ -50,66 +49,82 @@ def _merge(*tables: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
 
 def _beta_sweep(target: str, fedda: tuple[float, ...], fedgp: tuple[float, ...]) -> dict[str, dict[str, float]]:
     """One target's β sweep (β = 0, .2, .4, .6, .8, 1); at β = 0 FedDA and FedGP are both 'target only'."""
-    return {target: {**{f"fedda_{b}": v for b, v in zip(_BETAS, fedda)}, **{f"fedgp_{b}": v for b, v in zip(_BETAS, fedgp)}}}
+    return {
+        target: {**{f"fedda_{b}": v for b, v in zip(_BETAS, fedda)}, **{f"fedgp_{b}": v for b, v in zip(_BETAS, fedgp)}}
+    }
 
 
 _SAMPLE_SIZES = (100, 200, 500, 1000)
 
 PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
     # Table 12 (Fashion-MNIST columns); FedGP_Auto is the thresholded rule of main_noniid_auto_beta.py.
-    "fmnist_noise": _rows(_NOISE, {
-        "source_only": (83.94, 25.49, 18.55, 16.71, 14.99),
-        "finetune_offline": (81.39, 48.26, 40.15, 36.64, 33.71),
-        "fedda_0.5": (86.41, 69.73, 58.6, 50.13, 45.51),
-        "fedgp_0.5": (76.33, 75.09, 71.09, 68.01, 62.22),
-        "fedgp_1": (79.40, 77.03, 71.67, 63.71, 54.18),
-        "fedda_auto": (78.25, 77.03, 72.68, 67.69, 62.85),
-        "fedgp_auto": (76.19, 75.09, 71.46, 67.53, 62.93),
-        "target_only": (74.00, 70.59, 66.03, 61.26, 57.82),
-        "oracle": (82.00, 82.53, 81.20, 75.60, 72.60),
-    }),
+    "fmnist_noise": _rows(
+        _NOISE,
+        {
+            "source_only": (83.94, 25.49, 18.55, 16.71, 14.99),
+            "finetune_offline": (81.39, 48.26, 40.15, 36.64, 33.71),
+            "fedda_0.5": (86.41, 69.73, 58.6, 50.13, 45.51),
+            "fedgp_0.5": (76.33, 75.09, 71.09, 68.01, 62.22),
+            "fedgp_1": (79.40, 77.03, 71.67, 63.71, 54.18),
+            "fedda_auto": (78.25, 77.03, 72.68, 67.69, 62.85),
+            "fedgp_auto": (76.19, 75.09, 71.46, 67.53, 62.93),
+            "target_only": (74.00, 70.59, 66.03, 61.26, 57.82),
+            "oracle": (82.00, 82.53, 81.20, 75.60, 72.60),
+        },
+    ),
     # Table 12 (CIFAR-10 columns) and Table 8 (β sweep at noise 0.4).
-    "cifar10_noise": _rows(_CIFAR_NOISE, {
-        "source_only": (20.48, 17.61, 16.44, 16.27),
-        "finetune_offline": (66.31, 56.80, 52.10, 49.37),
-        "fedda_0.5": (62.25, 54.67, 49.77, 47.08),
-        "fedgp_0.5": (66.40, 65.28, 63.29, 61.59),
-        "fedda_auto": (65.83, 64.09, 62.29, 60.39),
-        "fedgp_auto": (67.02, 65.26, 63.12, 61.30),
-        "target_only": (60.69, 60.25, 59.38, 59.03),
-        "oracle": (73.61, 70.12, 69.22, 68.50),
-        "fedgp_1": (21.46, 20.75, 19.31, 18.26),
-    }),
+    "cifar10_noise": _rows(
+        _CIFAR_NOISE,
+        {
+            "source_only": (20.48, 17.61, 16.44, 16.27),
+            "finetune_offline": (66.31, 56.80, 52.10, 49.37),
+            "fedda_0.5": (62.25, 54.67, 49.77, 47.08),
+            "fedgp_0.5": (66.40, 65.28, 63.29, 61.59),
+            "fedda_auto": (65.83, 64.09, 62.29, 60.39),
+            "fedgp_auto": (67.02, 65.26, 63.12, 61.30),
+            "target_only": (60.69, 60.25, 59.38, 59.03),
+            "oracle": (73.61, 70.12, 69.22, 68.50),
+            "fedgp_1": (21.46, 20.75, 19.31, 18.26),
+        },
+    ),
     # Table 8: β sweep on CIFAR-10 at noise 0.4 (its β = 1 FedGP, 38.48, differs from Table 12's 20.75).
-    "cifar10_beta": _beta_sweep("noise0.4", (61.21, 61.10, 59.15, 49.90, 29.80, 17.65), (61.21, 63.82, 64.30, 65.31, 64.80, 38.48)),
+    "cifar10_beta": _beta_sweep(
+        "noise0.4", (61.21, 61.10, 59.15, 49.90, 29.80, 17.65), (61.21, 63.82, 64.30, 65.31, 64.80, 38.48)
+    ),
     # Table 13.
-    "fmnist_label_shift": _rows(_ETA, {
-        "source_only": (83.97, 79.71, 69.15, 59.90, 52.51, 0.00),
-        "finetune_offline": (79.84, 80.21, 83.13, 85.43, 89.63, 33.25),
-        "fedda_0.5": (82.44, 80.85, 77.50, 76.51, 68.26, 59.56),
-        "fedgp_0.5": (82.97, 83.24, 85.97, 88.72, 91.89, 98.71),
-        "fedgp_1": (77.41, 73.12, 62.54, 53.56, 27.62, 0.00),
-        "fedda_auto": (83.94, 83.91, 86.50, 89.45, 91.87, 98.51),
-        "fedgp_auto": (84.68, 84.14, 86.72, 89.58, 92.03, 98.53),
-        "target_only": (81.05, 82.44, 84.00, 88.02, 89.80, 98.32),
-        "oracle": (87.68, 88.06, 90.56, 91.9, 93.46, 98.73),
-    }),
+    "fmnist_label_shift": _rows(
+        _ETA,
+        {
+            "source_only": (83.97, 79.71, 69.15, 59.90, 52.51, 0.00),
+            "finetune_offline": (79.84, 80.21, 83.13, 85.43, 89.63, 33.25),
+            "fedda_0.5": (82.44, 80.85, 77.50, 76.51, 68.26, 59.56),
+            "fedgp_0.5": (82.97, 83.24, 85.97, 88.72, 91.89, 98.71),
+            "fedgp_1": (77.41, 73.12, 62.54, 53.56, 27.62, 0.00),
+            "fedda_auto": (83.94, 83.91, 86.50, 89.45, 91.87, 98.51),
+            "fedgp_auto": (84.68, 84.14, 86.72, 89.58, 92.03, 98.53),
+            "target_only": (81.05, 82.44, 84.00, 88.02, 89.80, 98.32),
+            "oracle": (87.68, 88.06, 90.56, 91.9, 93.46, 98.73),
+        },
+    ),
     # Table 2 and the personalised/UFDA rows of Table 1 (−90% only).
-    "colored_mnist": _rows(_COLORED, {
-        "source_only": (56.82, 62.37, 27.77),
-        "finetune_offline": (66.58, 69.09, 53.86),
-        "fedda_0.5": (60.49, 65.07, 33.04),
-        "fedgp_0.5": (83.68, 74.41, 89.76),
-        "fedda_auto": (85.29, 73.13, 88.83),
-        "fedgp_auto": (86.18, 76.49, 89.62),
-        "target_only": (85.60, 73.54, 87.05),
-        "oracle": (89.94, 80.32, 89.99),
-        "ditto": (None, None, 19.3),
-        "fedrep": (None, None, 31.7),
-        "apfl": (None, None, 30.2),
-        "knn_per": (None, None, 12.4),
-        "kd3a": (None, None, 9.7),
-    }),
+    "colored_mnist": _rows(
+        _COLORED,
+        {
+            "source_only": (56.82, 62.37, 27.77),
+            "finetune_offline": (66.58, 69.09, 53.86),
+            "fedda_0.5": (60.49, 65.07, 33.04),
+            "fedgp_0.5": (83.68, 74.41, 89.76),
+            "fedda_auto": (85.29, 73.13, 88.83),
+            "fedgp_auto": (86.18, 76.49, 89.62),
+            "target_only": (85.60, 73.54, 87.05),
+            "oracle": (89.94, 80.32, 89.99),
+            "ditto": (None, None, 19.3),
+            "fedrep": (None, None, 31.7),
+            "apfl": (None, None, 30.2),
+            "knn_per": (None, None, 12.4),
+            "kd3a": (None, None, 9.7),
+        },
+    ),
     # Tables 9 (−90%), 10 (+90%) and 11 (+80%): β sweeps.
     "colored_mnist_beta": _merge(
         _beta_sweep("-90", (84.41, 73.55, 54.19, 35.16, 31.16, 27.59), (84.41, 88.96, 89.50, 89.95, 90.03, 9.85)),
@@ -117,67 +132,103 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
         _beta_sweep("+80", (73.66, 75.12, 70.21, 65.14, 61.84, 61.32), (73.66, 73.61, 74.39, 79.32, 80.11, 76.67)),
     ),
     # Table 3 and the personalised/UFDA rows of Table 1 (C and S only).
-    "vlcs": _rows(_VLCS, {
-        "source_only": (90.49, 60.65, 69.10, 70.24),
-        "finetune_offline": (96.65, 68.22, 74.66, 74.34),
-        "fedda_0.5": (97.72, 68.17, 76.68, 75.27),
-        "fedgp_0.5": (99.43, 71.09, 78.70, 73.65),
-        "fedda_auto": (99.78, 73.08, 83.73, 78.41),
-        "fedgp_auto": (99.93, 73.22, 83.47, 78.62),
-        "target_only": (97.77, 68.88, 76.00, 72.29),
-        "oracle": (100.00, 72.72, 82.71, 78.65),
-        "ditto": (95.9, None, 66.1, None),
-        "fedrep": (91.1, None, 70.1, None),
-        "apfl": (68.6, None, 49.9, None),
-        "knn_per": (97.8, None, 74.4, None),
-        "kd3a": (99.6, None, 80.5, None),
-    }),
+    "vlcs": _rows(
+        _VLCS,
+        {
+            "source_only": (90.49, 60.65, 69.10, 70.24),
+            "finetune_offline": (96.65, 68.22, 74.66, 74.34),
+            "fedda_0.5": (97.72, 68.17, 76.68, 75.27),
+            "fedgp_0.5": (99.43, 71.09, 78.70, 73.65),
+            "fedda_auto": (99.78, 73.08, 83.73, 78.41),
+            "fedgp_auto": (99.93, 73.22, 83.47, 78.62),
+            "target_only": (97.77, 68.88, 76.00, 72.29),
+            "oracle": (100.00, 72.72, 82.71, 78.65),
+            "ditto": (95.9, None, 66.1, None),
+            "fedrep": (91.1, None, 70.1, None),
+            "apfl": (68.6, None, 49.9, None),
+            "knn_per": (97.8, None, 74.4, None),
+            "kd3a": (99.6, None, 80.5, None),
+        },
+    ),
     # Table 4.
-    "terra_incognita": _rows(_TERRA, {
-        "source_only": (54.62, 31.39, 36.85, 27.15),
-        "finetune_offline": (77.45, 75.22, 61.16, 58.89),
-        "fedda_0.5": (77.24, 69.21, 58.55, 53.78),
-        "fedgp_0.5": (81.46, 77.75, 64.18, 61.56),
-        "fedda_auto": (82.35, 80.77, 68.42, 66.87),
-        "fedgp_auto": (81.85, 80.50, 68.43, 66.64),
-        "target_only": (78.85, 74.25, 58.96, 56.90),
-        "ditto": (44.30, 12.57, 40.16, 17.98),
-        "fedrep": (45.27, 6.15, 21.13, 10.89),
-        "apfl": (65.16, 64.42, 38.97, 42.33),
-        "knn_per": (42.20, 39.86, 50.00, 40.21),
-        "oracle": (96.41, 95.01, 91.98, 89.04),
-    }),
+    "terra_incognita": _rows(
+        _TERRA,
+        {
+            "source_only": (54.62, 31.39, 36.85, 27.15),
+            "finetune_offline": (77.45, 75.22, 61.16, 58.89),
+            "fedda_0.5": (77.24, 69.21, 58.55, 53.78),
+            "fedgp_0.5": (81.46, 77.75, 64.18, 61.56),
+            "fedda_auto": (82.35, 80.77, 68.42, 66.87),
+            "fedgp_auto": (81.85, 80.50, 68.43, 66.64),
+            "target_only": (78.85, 74.25, 58.96, 56.90),
+            "ditto": (44.30, 12.57, 40.16, 17.98),
+            "fedrep": (45.27, 6.15, 21.13, 10.89),
+            "apfl": (65.16, 64.42, 38.97, 42.33),
+            "knn_per": (42.20, 39.86, 50.00, 40.21),
+            "oracle": (96.41, 95.01, 91.98, 89.04),
+        },
+    ),
     # Tables 15 (fixed β) and 16 (auto) for Fashion-MNIST; their "FedAvg" column is not fdabench's source_only.
-    "fmnist_sample_size": _merge(*(
-        _rows(tuple(f"noise{noise}-n{n}" for n in _SAMPLE_SIZES), rows) for noise, rows in (
-            ("0.2", {"fedda_0.5": (69.73, 72.07, 76.59, 77.92), "fedgp_0.5": (75.09, 74.21, 78.41, 78.68),
-                     "fedda_auto": (79.04, 79.74, 79.48, 80.23), "fedgp_auto": (75.45, 76.74, 78.65, 79.91)}),
-            ("0.4", {"fedda_0.5": (58.60, 58.59, 65.34, 68.26), "fedgp_0.5": (71.09, 70.93, 74.07, 75.17),
-                     "fedda_auto": (72.21, 74.30, 75.21, 76.75), "fedgp_auto": (71.93, 72.96, 74.55, 76.35)}),
-            ("0.6", {"fedda_0.5": (50.13, 52.67, 54.97, 59.16), "fedgp_0.5": (68.01, 70.31, 70.52, 71.63),
-                     "fedda_auto": (66.16, 69.27, 71.40, 73.16), "fedgp_auto": (67.47, 69.04, 70.72, 73.16)}),
+    "fmnist_sample_size": _merge(
+        *(
+            _rows(tuple(f"noise{noise}-n{n}" for n in _SAMPLE_SIZES), rows)
+            for noise, rows in (
+                (
+                    "0.2",
+                    {
+                        "fedda_0.5": (69.73, 72.07, 76.59, 77.92),
+                        "fedgp_0.5": (75.09, 74.21, 78.41, 78.68),
+                        "fedda_auto": (79.04, 79.74, 79.48, 80.23),
+                        "fedgp_auto": (75.45, 76.74, 78.65, 79.91),
+                    },
+                ),
+                (
+                    "0.4",
+                    {
+                        "fedda_0.5": (58.60, 58.59, 65.34, 68.26),
+                        "fedgp_0.5": (71.09, 70.93, 74.07, 75.17),
+                        "fedda_auto": (72.21, 74.30, 75.21, 76.75),
+                        "fedgp_auto": (71.93, 72.96, 74.55, 76.35),
+                    },
+                ),
+                (
+                    "0.6",
+                    {
+                        "fedda_0.5": (50.13, 52.67, 54.97, 59.16),
+                        "fedgp_0.5": (68.01, 70.31, 70.52, 71.63),
+                        "fedda_auto": (66.16, 69.27, 71.40, 73.16),
+                        "fedgp_auto": (67.47, 69.04, 70.72, 73.16),
+                    },
+                ),
+            )
         )
-    )),
+    ),
     # Table 17 (its "FedAvg" row, the personalised benchmark's FedAvg, is not run by fdabench).
-    "fed_heart": _rows(_HEART, {
-        "fedda_0.5": (79.81, 78.65, 67.50, 62.22),
-        "fedgp_0.5": (78.85, 80.45, 68.75, 65.33),
-        "fedda_auto": (80.77, 80.90, 68.75, 71.11),
-        "fedgp_auto": (80.77, 79.78, 68.75, 69.78),
-        "source_only": (76.92, 75.96, 62.50, 55.56),
-        "ditto": (76.92, 73.03, 62.50, 55.56),
-        "fedrep": (78.84, 65.17, 75.00, 60.00),
-        "apfl": (51.92, 57.30, 31.25, 42.22),
-        "knn_per": (56.00, 56.00, 56.00, 56.00),
-    }),
+    "fed_heart": _rows(
+        _HEART,
+        {
+            "fedda_0.5": (79.81, 78.65, 67.50, 62.22),
+            "fedgp_0.5": (78.85, 80.45, 68.75, 65.33),
+            "fedda_auto": (80.77, 80.90, 68.75, 71.11),
+            "fedgp_auto": (80.77, 79.78, 68.75, 69.78),
+            "source_only": (76.92, 75.96, 62.50, 55.56),
+            "ditto": (76.92, 73.03, 62.50, 55.56),
+            "fedrep": (78.84, 65.17, 75.00, 60.00),
+            "apfl": (51.92, 57.30, 31.25, 42.22),
+            "knn_per": (56.00, 56.00, 56.00, 56.00),
+        },
+    ),
     # Weakly-supervised FDA paper (Jiang et al.), Table 5: FedAvg, FedAvg_Finetune, FedAvg_Finetune_GP, KD3A, FADA.
-    "amazon_reviews": _rows(_AMAZON, {
-        "source_only": (77.93, 80.50, 82.19, 84.36),
-        "fedavg_finetune": (79.68, 81.31, 85.41, 86.76),
-        "gp": (79.78, 82.35, 84.93, 86.88),
-        "kd3a": (79.00, 80.60, 85.60, 86.90),
-        "fada": (78.10, 82.70, 77.40, 77.50),
-    }),
+    "amazon_reviews": _rows(
+        _AMAZON,
+        {
+            "source_only": (77.93, 80.50, 82.19, 84.36),
+            "fedavg_finetune": (79.68, 81.31, 85.41, 86.76),
+            "gp": (79.78, 82.35, 84.93, 86.88),
+            "kd3a": (79.00, 80.60, 85.60, 86.90),
+            "fada": (78.10, 82.70, 77.40, 77.50),
+        },
+    ),
     # Weakly-supervised FDA paper, Table 6 (non-IID MNIST): FedAvg, FedAvg_Finetune, FedAvg_Finetune_GP.
     "mnist_noniid": {"noise0.4": {"source_only": 60.11, "fedavg_finetune": 69.82, "gp": 79.74}},
 }
@@ -185,8 +236,17 @@ PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
 # Averages over targets as printed (Table 17's Avg column); paper_vs_ours compares them with the per-seed mean
 # over the same targets.
 PUBLISHED_AVERAGES: dict[str, dict[str, float]] = {
-    "fed_heart": {"fedda_0.5": 72.05, "fedgp_0.5": 73.35, "fedda_auto": 75.38, "fedgp_auto": 74.77, "source_only": 67.74,
-                  "ditto": 67.00, "fedrep": 69.75, "apfl": 45.67, "knn_per": 56.00},
+    "fed_heart": {
+        "fedda_0.5": 72.05,
+        "fedgp_0.5": 73.35,
+        "fedda_auto": 75.38,
+        "fedgp_auto": 74.77,
+        "source_only": 67.74,
+        "ditto": 67.00,
+        "fedrep": 69.75,
+        "apfl": 45.67,
+        "knn_per": 56.00,
+    },
     "amazon_reviews": {"source_only": 81.24, "fedavg_finetune": 83.29, "gp": 83.48, "kd3a": 83.10, "fada": 78.90},
 }
 

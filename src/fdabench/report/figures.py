@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -142,9 +142,19 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
     for path in paths:
         cell = read_cell(path)
         config = cell["config"]
-        rows.append({"experiment": config["experiment"], "method": config["method"], "algorithm": config["algorithm"], "target": config["target"],
-                     "seed": config["seed"], "beta": config["hparams"].get("beta"), "alpha": config["hparams"].get("alpha"), "metric": cell["metric"],
-                     "value": cell["final"] * (100 if cell["metric"] == "accuracy" else 1)})
+        rows.append(
+            {
+                "experiment": config["experiment"],
+                "method": config["method"],
+                "algorithm": config["algorithm"],
+                "target": config["target"],
+                "seed": config["seed"],
+                "beta": config["hparams"].get("beta"),
+                "alpha": config["hparams"].get("alpha"),
+                "metric": cell["metric"],
+                "value": cell["final"] * (100 if cell["metric"] == "accuracy" else 1),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -163,16 +173,40 @@ def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str |
     label = "target test accuracy (%)" if metric == "accuracy" else f"target test {metric}"
     if kind == "shift":
         frame["level"] = frame["target"].map(_level)
-        grid = sns.relplot(data=frame, x="level", y="value", hue="method", col="experiment", kind="line", marker="o", errorbar="sd", height=3, aspect=1.3)
+        grid = sns.relplot(
+            data=frame,
+            x="level",
+            y="value",
+            hue="method",
+            col="experiment",
+            kind="line",
+            marker="o",
+            errorbar="sd",
+            height=3,
+            aspect=1.3,
+        )
         grid.set_axis_labels("shift level (from the target name)", label)
     elif kind in ("beta", "alpha"):
         frame = frame[frame[kind].notna()]
         if frame.empty:
             raise ValueError(f"no cells with a fixed {kind} to plot")
-        grid = sns.relplot(data=frame, x=kind, y="value", hue="algorithm", col="target", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
+        grid = sns.relplot(
+            data=frame,
+            x=kind,
+            y="value",
+            hue="algorithm",
+            col="target",
+            kind="line",
+            marker="o",
+            errorbar="sd",
+            height=3,
+            aspect=1.2,
+        )
         # β weights the source term in every fdabench rule (and in the authors' code); the weakly-supervised
         # paper's Eq. 7/9 weight the target term by β, so its Figure 4 reads mirrored (β_paper = 1 − β here).
-        grid.set_axis_labels({"beta": "β (weight of the source term)", "alpha": "α (weight of the auxiliary losses)"}[kind], label)
+        grid.set_axis_labels(
+            {"beta": "β (weight of the source term)", "alpha": "α (weight of the auxiliary losses)"}[kind], label
+        )
     else:
         raise ValueError(f"unknown figure kind {kind!r}; allowed: shift, beta, alpha")
     if title:

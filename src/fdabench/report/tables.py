@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -25,8 +26,15 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None) -> pd.Da
         for metric in metrics or [cell["metric"]]:
             if metric not in finals:
                 raise ValueError(f"{path}: no final {metric!r} (it has {', '.join(finals)})")
-            rows.append({**cell["cell"], "metric": metric, "final": finals[metric], "wall_seconds": cell.get("wall_seconds"),
-                         "uses_unlabelled_target": bool(cell.get("uses_unlabelled_target", False))})
+            rows.append(
+                {
+                    **cell["cell"],
+                    "metric": metric,
+                    "final": finals[metric],
+                    "wall_seconds": cell.get("wall_seconds"),
+                    "uses_unlabelled_target": bool(cell.get("uses_unlabelled_target", False)),
+                }
+            )
     if not rows:
         raise ValueError("no cells to tabulate")
     return pd.DataFrame(rows)
@@ -48,24 +56,33 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
     keys = ["experiment", "dataset", "method", "metric"]
     cells = cells.dropna(subset=["final"])  # e.g. AUC on a test split with one class
     per_target = (
-        cells.groupby(keys + ["target"], sort=False)["final"]
-        .agg(mean="mean", std="std", n_seeds="count")
-        .reset_index()
+        cells.groupby(keys + ["target"], sort=False)["final"].agg(mean="mean", std="std", n_seeds="count").reset_index()
     )
     per_seed_average = cells.groupby(keys + ["seed"], sort=False)["final"].mean().reset_index()
     complete_seeds = cells.groupby(keys + ["seed"], sort=False)["target"].nunique().reset_index(name="targets")
     targets_per_experiment = cells.groupby("experiment")["target"].nunique()
-    complete_seeds = complete_seeds[complete_seeds["targets"] == complete_seeds["experiment"].map(targets_per_experiment)]
+    complete_seeds = complete_seeds[
+        complete_seeds["targets"] == complete_seeds["experiment"].map(targets_per_experiment)
+    ]
     per_seed_average = per_seed_average.merge(complete_seeds[keys + ["seed"]], on=keys + ["seed"])
-    average = per_seed_average.groupby(keys, sort=False)["final"].agg(mean="mean", std="std", n_seeds="count").reset_index()
+    average = (
+        per_seed_average.groupby(keys, sort=False)["final"].agg(mean="mean", std="std", n_seeds="count").reset_index()
+    )
     average["target"] = AVERAGE
     tidy = pd.concat([per_target, average], ignore_index=True)
     order_targets = {t: i for i, t in enumerate(list(dict.fromkeys(cells["target"])) + [AVERAGE])}
     order_experiments = {e: i for i, e in enumerate(dict.fromkeys(cells["experiment"]))}
     order_methods = {m: i for i, m in enumerate(dict.fromkeys(cells["method"]))}
     order_metrics = {m: i for i, m in enumerate(dict.fromkeys(cells["metric"]))}
-    orders = {"experiment": order_experiments, "method": order_methods, "target": order_targets, "metric": order_metrics}
-    tidy = tidy.sort_values(by=["experiment", "metric", "method", "target"], key=lambda column: column.map(orders[column.name]))
+    orders = {
+        "experiment": order_experiments,
+        "method": order_methods,
+        "target": order_targets,
+        "metric": order_metrics,
+    }
+    tidy = tidy.sort_values(
+        by=["experiment", "metric", "method", "target"], key=lambda column: column.map(orders[column.name])
+    )
     return tidy[TIDY_COLUMNS].reset_index(drop=True)
 
 
@@ -92,7 +109,10 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
             columns += [(experiment, metric, target) for target in dict.fromkeys(rows["target"])]
     lookup = {(row.experiment, row.metric, row.target, row.method): row for row in tidy.itertuples()}
     metric_label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
-    header = ["Method"] + [f"{exp}{' ' + metric_label.get(metric, metric) if several_metrics else ''} {target}" for exp, metric, target in columns]
+    header = ["Method"] + [
+        f"{exp}{' ' + metric_label.get(metric, metric) if several_metrics else ''} {target}"
+        for exp, metric, target in columns
+    ]
     lines = []
     if title:
         lines += [f"### {title}", ""]
@@ -110,15 +130,21 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
         "Cells: mean (sample std) over seeds of the final metric (mean of the last rounds of each run); "
         f"seeds per cell: {', '.join(map(str, seeds))}.",
     ]
-    meaning = {"accuracy": "target test accuracy (%)", "auc": "target test ROC-AUC (%)", "mse": "target test mse (lower is better)", "loss": "target test loss (lower is better)"}
+    meaning = {
+        "accuracy": "target test accuracy (%)",
+        "auc": "target test ROC-AUC (%)",
+        "mse": "target test mse (lower is better)",
+        "loss": "target test loss (lower is better)",
+    }
     for exp in experiments:
         for metric in dict.fromkeys(tidy.loc[tidy["experiment"] == exp, "metric"]):
             notes.append(f"{exp}: {meaning.get(metric, metric)}.")
     marked = [method for method in methods if method in unlabelled_target]
     if marked:
         notes.append(
-            f"{UNLABELLED_MARK} {', '.join(marked)}: trains on the target's unlabelled training data (100% of its training "
-            "inputs, labels unused), as the papers mark KD3A \"100% data\"; the other methods use only the target's "
+            f"{UNLABELLED_MARK} {', '.join(marked)}: trains on the target's unlabelled training data (100% of its "
+            f"training "
+            'inputs, labels unused), as the papers mark KD3A "100% data"; the other methods use only the target\'s '
             "labelled samples (oracle: all its training samples, labelled)."
         )
     return "\n".join(lines + notes) + "\n"
@@ -151,15 +177,39 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
         value = published_value(key, config["target"], config) if key else None
         if value is None:
             continue
-        rows.append({"published_table": key, "experiment": config["experiment"], "target": config["target"], "method": config["method"],
-                     "method_key": method_key(config), "seed": config["seed"], "ours": 100 * cell["final"], "published": value,
-                     "changes": "; ".join(changes_from_published(config, cell.get("model", {}).get("options")))})
-    columns = ["published_table", "experiment", "target", "method", "method_key", "published", "ours_mean", "ours_std", "n_seeds", "difference", "changes"]
+        rows.append(
+            {
+                "published_table": key,
+                "experiment": config["experiment"],
+                "target": config["target"],
+                "method": config["method"],
+                "method_key": method_key(config),
+                "seed": config["seed"],
+                "ours": 100 * cell["final"],
+                "published": value,
+                "changes": "; ".join(changes_from_published(config, cell.get("model", {}).get("options"))),
+            }
+        )
+    columns = [
+        "published_table",
+        "experiment",
+        "target",
+        "method",
+        "method_key",
+        "published",
+        "ours_mean",
+        "ours_std",
+        "n_seeds",
+        "difference",
+        "changes",
+    ]
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
     frame = pd.concat([frame, _published_average_rows(frame)], ignore_index=True)
-    grouped = frame.groupby(["published_table", "experiment", "target", "method", "method_key", "published", "changes"], sort=False)["ours"]
+    grouped = frame.groupby(
+        ["published_table", "experiment", "target", "method", "method_key", "published", "changes"], sort=False
+    )["ours"]
     table = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
     table["difference"] = table["ours_mean"] - table["published"]
     return table[columns]
@@ -177,8 +227,19 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
         targets = {target for target, methods in PUBLISHED[table].items() if key in methods}
         for seed, runs in group.groupby("seed", sort=False):
             if set(runs["target"]) >= targets:
-                averages.append({"published_table": table, "experiment": experiment, "target": AVERAGE, "method": method, "method_key": key,
-                                 "seed": seed, "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(), "published": value, "changes": changes})
+                averages.append(
+                    {
+                        "published_table": table,
+                        "experiment": experiment,
+                        "target": AVERAGE,
+                        "method": method,
+                        "method_key": key,
+                        "seed": seed,
+                        "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(),
+                        "published": value,
+                        "changes": changes,
+                    }
+                )
     return pd.DataFrame(averages, columns=frame.columns)
 
 
@@ -193,15 +254,29 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
     for key in dict.fromkeys(table["published_table"]):
         ours = table[(table["published_table"] == key) & (table["target"] != AVERAGE)]
         faithful = ours[ours["changes"] == ""]
-        rows.append({
-            "published_table": key,
-            "source": SOURCES.get(key, ""),
-            "published_rows": sum(len(methods) for methods in PUBLISHED.get(key, {}).values()),
-            "matched": ours[["target", "method_key"]].drop_duplicates().shape[0],
-            "matched_published_settings": faithful[["target", "method_key"]].drop_duplicates().shape[0],
-            "within_3_points": faithful.loc[faithful["difference"].abs() <= WITHIN_POINTS, ["target", "method_key"]].drop_duplicates().shape[0],
-        })
-    return pd.DataFrame(rows, columns=["published_table", "source", "published_rows", "matched", "matched_published_settings", "within_3_points"])
+        rows.append(
+            {
+                "published_table": key,
+                "source": SOURCES.get(key, ""),
+                "published_rows": sum(len(methods) for methods in PUBLISHED.get(key, {}).values()),
+                "matched": ours[["target", "method_key"]].drop_duplicates().shape[0],
+                "matched_published_settings": faithful[["target", "method_key"]].drop_duplicates().shape[0],
+                "within_3_points": faithful.loc[faithful["difference"].abs() <= WITHIN_POINTS, ["target", "method_key"]]
+                .drop_duplicates()
+                .shape[0],
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "published_table",
+            "source",
+            "published_rows",
+            "matched",
+            "matched_published_settings",
+            "within_3_points",
+        ],
+    )
 
 
 def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
@@ -209,22 +284,43 @@ def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
     if table.empty:
         return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
     summary = paper_vs_ours_summary(table)
-    lines += ["| published table | source | published rows | matched | on the published settings | within 3 points |",
-              "|---|---|---:|---:|---:|---:|"]
+    lines += [
+        "| published table | source | published rows | matched | on the published settings | within 3 points |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for row in summary.itertuples():
-        lines.append(f"| {row.published_table} | {row.source} | {row.published_rows} | {row.matched} | {row.matched_published_settings} | {row.within_3_points} |")
-    lines += ["", "Matched: published rows (target x method) that cells of this suite ran; on the published settings: matched by a "
-              "row with no [k] mark; within 3 points: those whose mean over seeds is within 3 points of the published number.", ""]
-    lines += ["| published table | target | method | published | ours | seeds | difference |", "|---|---|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {row.published_table} | {row.source} | {row.published_rows} | {row.matched} | "
+            f"{row.matched_published_settings} | {row.within_3_points} |"
+        )
+    lines += [
+        "",
+        "Matched: published rows (target x method) that cells of this suite ran; on the published settings: matched by "
+        "a "
+        "row with no [k] mark; within 3 points: those whose mean over seeds is within 3 points of the published "
+        "number.",
+        "",
+    ]
+    lines += [
+        "| published table | target | method | published | ours | seeds | difference |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     settings = list(dict.fromkeys(changes for changes in table["changes"] if changes))
     for row in table.itertuples():
         ours = f"{row.ours_mean:.2f}" + ("" if math.isnan(row.ours_std) else f" ± {row.ours_std:.2f}")
         mark = f" [{settings.index(row.changes) + 1}]" if row.changes else ""
-        lines.append(f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | {row.n_seeds} | {row.difference:+.2f} |")
+        lines.append(
+            f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | "
+            f"{row.n_seeds} | {row.difference:+.2f} |"
+        )
     lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
     if settings:
-        lines += ["", "Rows marked [k] ran a setting other than the published protocol of their row (`fdabench.paper.protocols`), "
-                  "so their difference measures that change as well as any reproduction gap:"]
+        lines += [
+            "",
+            "Rows marked [k] ran a setting other than the published protocol of their row "
+            "(`fdabench.paper.protocols`), "
+            "so their difference measures that change as well as any reproduction gap:",
+        ]
         lines += [f"- [{k}] {changes}." for k, changes in enumerate(settings, start=1)]
     notes = _protocol_notes(list(dict.fromkeys(table["published_table"])))
     if notes:
