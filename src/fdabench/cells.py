@@ -5,16 +5,18 @@ Keys (format "fdabench.cell/1"):
   config (the fully resolved configuration), metric ("accuracy" | "mse"), higher_is_better,
   final (mean of `metric` over the last `final_rounds` rounds), finals (the same mean for every metric
   the rounds record: accuracy, auc (two classes), mse, loss), final_rounds,
-  rounds [{round, phase ("warmup" | "fda" | "finetune"), <metric>, loss, bytes_uplink, bytes_downlink, seconds, ...
-          method-specific logs such as betas and estimates}],
+  rounds [{round, phase (`fdabench.federation.records.PHASES`), <metric>, loss, bytes_uplink, bytes_downlink,
+          seconds, ... method-specific logs such as betas and estimates}],
   bytes {uplink_total, downlink_total, per_round_mean}, model_size (parameters), sources (source
   client names, the order of per-source logs such as betas),
+  model {name, options (the model factory's keyword arguments, its defaults included)},
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
   versions {fdabench, torch, python},
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
-(Finetune_Offline's local epochs on the target after FedAvg; no bytes). Personalised methods also log
+(Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
+(FedDaDiL's FedAvg encoder, then its dictionary rounds). Personalised methods also log
 global_<metric> and global_loss (the global model), the cell's metric being the target's personalised model.
 """
 
