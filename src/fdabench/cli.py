@@ -91,13 +91,12 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from fdabench.config.resolve import partition_options
-    from fdabench.data import PreparedDataset, get_dataset, get_partitioner
+    from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
     from fdabench.io import write_json_atomic
 
     prepared = PreparedDataset.load(args.prepared)
     partitioner = args.partitioner or get_dataset(prepared.name).partitioner
-    options = partition_options(prepared.name, partitioner, args.options or {})
+    options = partition_options(get_dataset(prepared.name), partitioner, args.options or {})
     partition = get_partitioner(partitioner).split(prepared, args.target, args.seed, options)
     payload = partition.to_json(prepared)
     write_json_atomic(args.output, payload)
@@ -148,8 +147,7 @@ class _RoundProgress:
             self.progress.__enter__()
         return self.update
 
-    def update(self, record: dict[str, Any], total: int) -> None:
-        metric = "accuracy" if "accuracy" in record else "mse"
+    def update(self, record: dict[str, Any], total: int, metric: str) -> None:
         status = f"{metric} {record[metric]:.4f}"
         if self.progress is not None:
             if self.task is None:

@@ -15,13 +15,14 @@ from fdabench import __version__
 from fdabench.cells import summarise
 from fdabench.data import Partition, PreparedDataset
 from fdabench.federation.problem import FederatedProblem, build_problem
+from fdabench.federation.records import primary_metric
 from fdabench.federation.settings import TrainSettings
 from fdabench.io import read_json
 from fdabench.methods import get_method
 from fdabench.models import resolved_model_options
 from fdabench.theory import initial_quantities
 
-RoundCallback = Callable[[dict[str, Any], int], None]
+ProgressCallback = Callable[[dict[str, Any], int, str], None]  # (record, total rounds, the cell's metric)
 
 
 class CellInputError(ValueError):
@@ -54,7 +55,7 @@ def run_cell(
     partition: str,
     threads: int = 1,
     device: str | None = None,
-    on_round: RoundCallback | None = None,
+    on_round: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """Train the cell described by its resolved `config`; its result, ready to be written."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
@@ -69,7 +70,9 @@ def run_cell(
     settings = TrainSettings.from_dict(config["train"])
     method = get_method(config["algorithm"], config["hparams"])
     train_started, train_cpu_started = time.perf_counter(), time.process_time()
-    history = method.run(problem, settings, config["seed"], where, on_round=on_round)
+    metric = primary_metric(problem.task)
+    progress = None if on_round is None else (lambda record, total: on_round(record, total, metric))
+    history = method.run(problem, settings, config["seed"], where, on_round=progress)
     train_seconds = time.perf_counter() - train_started
     train_cpu_seconds = time.process_time() - train_cpu_started
     result = summarise(config, history, settings.final_rounds)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fdabench.data import get_dataset, get_partitioner
+from fdabench.data import get_dataset, partition_options
 from fdabench.federation.settings import TRAIN_DEFAULTS
 from fdabench.methods import METHODS
 
@@ -33,17 +33,11 @@ def partitioner_name(experiment: dict[str, Any]) -> str:
     return experiment.get("partitioner", get_dataset(experiment["dataset"]).partitioner)
 
 
-def partition_options(dataset: str, partitioner: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
-    source = get_dataset(dataset)
-    name = partitioner or source.partitioner
-    defaults = dict(get_partitioner(name).default_options)
-    if name == source.partitioner:
-        defaults.update(source.default_partition)
-    return {**copy.deepcopy(defaults), **copy.deepcopy(overrides)}
-
-
 def experiment_partition_options(experiment: dict[str, Any]) -> dict[str, Any]:
-    return partition_options(experiment["dataset"], experiment.get("partitioner"), experiment.get("partition", {}))
+    """(The merge itself is `fdabench.data.partition_options`, which `fdabench partition` also calls.)"""
+    return partition_options(
+        get_dataset(experiment["dataset"]), experiment.get("partitioner"), experiment.get("partition", {})
+    )
 
 
 def dataset_train_defaults(dataset: str) -> dict[str, Any]:

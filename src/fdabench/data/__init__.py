@@ -2,7 +2,7 @@
 
 from fdabench.data import amazon, digits, images, office_caltech, synthetic, tabular, vision  # noqa: F401  (register the datasets)
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset, get_dataset
-from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner
+from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner, partition_options
 
 __all__ = [
     "DATASETS",
@@ -13,4 +13,5 @@ __all__ = [
     "PreparedDataset",
     "get_dataset",
     "get_partitioner",
+    "partition_options",
 ]

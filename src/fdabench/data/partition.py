@@ -7,6 +7,7 @@ content hash). Like the datasets, partitioners import no torch.
 
 from __future__ import annotations
 
+import copy
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -339,6 +340,16 @@ class ShiftAndSubsample(Partitioner):
 
 def get_partitioner(name: str) -> Partitioner:
     return PARTITIONERS.get(name)()
+
+
+def partition_options(source: DatasetSource, partitioner: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The partitioner's schema defaults < the dataset's `default_partition` (for its own partitioner only) <
+    `overrides` (an experiment's `partition`)."""
+    name = partitioner or source.partitioner
+    defaults = dict(get_partitioner(name).default_options)
+    if name == source.partitioner:
+        defaults.update(source.default_partition)
+    return {**copy.deepcopy(defaults), **copy.deepcopy(overrides)}
 
 
 _NOISE_TARGET = re.compile(r"^noise(?P<std>\d+(\.\d+)?)(-n(?P<labelled>\d+))?$")
