@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fdabench import forkserver
-from fdabench.bench import _startup_cell
+from fdabench.bench import _startup_cell, train_command
 
 
 def _short_runtime_dir():
@@ -48,18 +48,7 @@ def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
             "FDABENCH_FORKSERVER_IDLE": "20",
         }
         completed = subprocess.run(
-            [
-                "fdabench",
-                "train",
-                "--cell",
-                json.dumps(config),
-                "--prepared",
-                prepared,
-                "--partition",
-                partition,
-                "--output",
-                str(output),
-            ],
+            train_command(config, prepared, partition, str(output)),
             capture_output=True,
             text=True,
             env=environment,

@@ -324,24 +324,29 @@ def _startup_cell(directory: str, rounds: int) -> tuple[dict[str, Any], str, str
     return cell.config, prepared, partition
 
 
+def train_command(config: dict[str, Any], prepared: str, partition: str, output: str) -> list[str]:
+    """The `fdabench train` command line of a cell (as the Snakemake rule runs it)."""
+    return [
+        "fdabench",
+        "train",
+        "--cell",
+        json.dumps(config),
+        "--prepared",
+        prepared,
+        "--partition",
+        partition,
+        "--output",
+        output,
+    ]
+
+
 def startup_rows(repeats: int, rounds: int = 2) -> list[dict[str, Any]]:
     """Wall seconds of `fdabench train` on one small cell: in a fresh process each time (FDABENCH_FORKSERVER=0),
     and through the fork server (its first job starts the server; the others find it warm)."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         config, prepared, partition = _startup_cell(directory, rounds)
-        command = [
-            "fdabench",
-            "train",
-            "--cell",
-            json.dumps(config),
-            "--prepared",
-            prepared,
-            "--partition",
-            partition,
-            "--output",
-            os.path.join(directory, "cell.json"),
-        ]
+        command = train_command(config, prepared, partition, os.path.join(directory, "cell.json"))
         runtime = os.path.join(directory, "runtime")  # a private server for this benchmark
         os.mkdir(runtime, 0o700)
         for mode, server in (("fresh process", "0"), ("fork server", "1")):
