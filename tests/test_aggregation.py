@@ -109,9 +109,73 @@ def test_zero_source_layer_is_filtered_not_nan():
         (lambda: fedda(torch.ones(3), torch.ones(2, 3), [0.5, 0.5, 0.5], [1, 1]), "expected 2 betas"),
         (lambda: fedgp(torch.ones(3), torch.ones(2, 3), 0.5, [1, 1], layer_sizes=[1, 1]), "sum to m=3"),
         (lambda: fedgp(torch.ones(3), torch.ones(2, 3), 0.5, [1, 1], mode="nope"), "unknown FedGP mode"),
-        (lambda: fedavg(torch.ones(2, 3), [0, 0]), "positive sum"),
+        (lambda: fedavg(torch.ones(2, 3), [0, 0]), "^weights must be non-negative with a positive sum$"),
+        (lambda: fedavg(torch.ones(2, 3), [-1, 2]), "^weights must be non-negative with a positive sum$"),
+        (
+            lambda: fedavg(torch.ones(2, 3), [1, 1], layer_sizes=[2, 2]),
+            r"layer_sizes \(2, 2\) must be positive and sum to m=3",
+        ),
+        (lambda: fedda(torch.ones(3), torch.ones(2, 3), 0.5, [1, 1], layer_sizes=[4]), "sum to m=3"),
+        (lambda: fedavg(torch.ones(2, 3), [1, 1], layer_sizes=[0, 3]), "must be positive"),
+        (lambda: fedavg(torch.ones(2, 3, 1), [1, 1]), r"flat source updates must be \(N, m\); got shape \(2, 3, 1\)"),
+        (
+            lambda: fedda(torch.ones(4), torch.ones(2, 3), 0.5, [1, 1]),
+            r"flat target update must have shape \(3,\); got \(4,\)",
+        ),
+        (
+            lambda: fedda(
+                [torch.ones(2), torch.ones(1)], [[torch.ones(2), torch.ones(1)]], 0.5, [1], layer_sizes=[2, 1]
+            ),
+            "^layer_sizes is only for flat updates; per-layer updates carry their own$",
+        ),
+        (
+            lambda: fedgp([torch.ones(2), torch.ones(1)], [[torch.ones(1), torch.ones(2)]], 0.5, [1]),
+            "^every source update must have the target update's layer shapes$",
+        ),
+        (
+            lambda: fedgp([torch.ones(2), torch.ones(1)], torch.ones(1, 3), 0.5, [1]),
+            "^every source update must have the target update's layer shapes$",
+        ),
     ],
 )
 def test_bad_arguments_are_rejected(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_fedavg_takes_sources_per_layer_as_a_list_or_stacked():
+    """Sources alone (no target update) may come per layer, as a list of flat tensors, or stacked; one source
+    is a valid federation."""
+    generator = torch.Generator().manual_seed(5)
+    flat = torch.randn(3, 5, generator=generator)
+    per_layer = [[source[:2].reshape(2, 1), source[2:]] for source in flat]
+    expected = (1 * flat[0] + 2 * flat[1] + 3 * flat[2]) / 6
+    out = fedavg(per_layer, [1, 2, 3])
+    assert [tuple(layer.shape) for layer in out] == [(2, 1), (3,)]
+    assert torch.allclose(torch.cat([out[0].flatten(), out[1]]), expected)
+    assert torch.allclose(fedavg(list(flat), [1, 2, 3]), expected)
+    single = fedavg(per_layer[:1], [4])
+    assert torch.equal(torch.cat([single[0].flatten(), single[1]]), flat[0])
+
+
+def test_a_zero_weight_leaves_a_source_out_and_fractional_weights_are_valid():
+    sources = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    assert torch.equal(fedavg(sources, [0, 7]), sources[1])
+    assert torch.allclose(fedavg(sources, [0.25, 0.75]), torch.tensor([2.5, 4.25]))
+
+
+def test_weights_and_betas_take_the_updates_precision():
+    """Weights given as integers and β as Python floats are applied in the updates' dtype (float64 here),
+    not rounded through float32."""
+    target = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    sources = torch.tensor([[0.3, 0.7, -1.1], [2.0, 0.1, 0.9]], dtype=torch.float64)
+    out = fedavg(sources, [1, 3])
+    assert out.dtype == torch.float64 and torch.equal(out, (sources[0] + 3 * sources[1]) / 4)
+    out = fedda(target, sources, 0.3, [1, 1])
+    expected = 0.7 * target + 0.3 * (sources[0] + sources[1]) / 2
+    assert out.dtype == torch.float64 and torch.allclose(out, expected, rtol=1e-15, atol=1e-16)
+
+
+def test_no_sources_is_refused_clearly():
+    with pytest.raises(ValueError, match="^no source updates to aggregate$"):
+        fedavg([], [])

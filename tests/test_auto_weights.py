@@ -4,6 +4,7 @@ closed form, the streaming form equal to the stored one, and the Delta-error clo
 import pytest
 import torch
 
+from estimators import reference_auto_weights
 from fdabench.aggregation import StreamingAutoWeights, auto_weights, delta_error
 
 
@@ -174,3 +175,62 @@ def test_streaming_beta_recovers_planted_sigma2_and_d2(true_beta):
     assert torch.allclose(fedda_betas, torch.tensor([true_beta] * 2, dtype=torch.float64), atol=0.05)
     fedgp_betas, _ = streaming.result("fedgp")
     assert fedgp_betas[1] > 0.95 and abs(fedgp_betas[0] - true_beta) < 0.05
+
+
+def test_a_zero_source_update_gives_finite_estimates():
+    """A source that did not move (g_i = 0) has no direction: τ²d² is the whole target term, no batch counts
+    as agreeing with it (δ = 0), and every estimate is finite, streaming or stored."""
+    generator = torch.Generator().manual_seed(11)
+    batches = torch.randn(5, 30, generator=generator, dtype=torch.float64) + 1.0
+    sources = torch.stack([torch.zeros(30, dtype=torch.float64), torch.ones(30, dtype=torch.float64)])
+    betas, estimates = auto_weights(batches, sources, rule="fedgp_threshold")
+    B = batches.shape[0]
+    mean = batches.mean(0)
+    s2 = (batches - mean).square().sum() / (B - 1)
+    assert torch.isfinite(betas).all() and estimates["batches"] == B
+    assert torch.allclose(estimates["tau2d2"][0], batches.square().sum(1).mean() - s2)
+    assert estimates["delta"][0] == 0 and estimates["delta"][1] == 1
+    streaming = StreamingAutoWeights(sources)
+    for batch in batches:
+        streaming.add(batch)
+    streamed_betas, streamed = streaming.result("fedgp_threshold")
+    assert torch.allclose(streamed_betas, betas) and torch.equal(streamed["delta"], estimates["delta"])
+
+
+def test_two_batches_are_enough_and_a_source_scale_keeps_float64():
+    batches = torch.tensor([[1.0, 0.0], [1.2, 0.0]], dtype=torch.float64)
+    sources = torch.tensor([[30.0, 10.0]], dtype=torch.float64)
+    betas, estimates = auto_weights(batches, sources, source_scale=0.1)
+    # by hand: ḡ = (1.1, 0), s² = 0.02, σ̂² = 0.01; c g = (3, 1); mean_b ‖G_b − c g‖² = (5 + 4.24) / 2
+    sigma2, d2 = 0.01, (5 + 4.24) / 2 - 0.02
+    assert estimates["batches"] == 2 and abs(float(estimates["sigma2"]) - sigma2) < 1e-15
+    assert abs(float(estimates["d2"][0]) - d2) < 1e-12 and abs(float(betas[0]) - sigma2 / (sigma2 + d2)) < 1e-15
+
+
+@pytest.mark.parametrize("rule", ["fedda", "fedgp", "fedgp_threshold"])
+@pytest.mark.parametrize("magnitude", [1e-3, 1.0, 30.0])
+def test_betas_equal_the_independent_numpy_estimators_at_every_scale(rule, magnitude):
+    """β and the estimates from the stored and the streaming forms equal the formulas written separately in
+    numpy (tests/estimators.py), for updates small enough that σ² + D < 1 and large enough that it is > 1."""
+    generator = torch.Generator().manual_seed(21)
+    batches = magnitude * (torch.randn(7, 40, generator=generator, dtype=torch.float64) + 0.3)
+    sources = magnitude * torch.randn(3, 40, generator=generator, dtype=torch.float64)
+    scale = [0.5, 1.0, 2.0]
+    expected, reference = reference_auto_weights(batches.numpy(), sources.numpy(), rule, scale)
+    betas, estimates = auto_weights(batches, sources, rule=rule, source_scale=scale)
+    streaming = StreamingAutoWeights(sources, scale)
+    for batch in batches:
+        streaming.add(batch)
+    streamed, _ = streaming.result(rule)
+    assert betas.numpy() == pytest.approx(expected, rel=1e-10) and streamed.numpy() == pytest.approx(expected, rel=1e-8)
+    assert float(estimates["sigma2"]) == pytest.approx(reference["sigma2"], rel=1e-12)
+    assert estimates["d2"].numpy() == pytest.approx(reference["d2"], rel=1e-10)
+    assert estimates["tau2d2"].numpy() == pytest.approx(reference["tau2d2"], rel=1e-10)
+    assert estimates["delta_prime"].numpy() == pytest.approx(reference["delta_prime"])
+
+
+def test_an_unknown_rule_is_refused_with_the_allowed_ones():
+    with pytest.raises(
+        ValueError, match=r"^unknown auto-weighting rule 'fedprox'; allowed: fedda, fedgp, fedgp_threshold$"
+    ):
+        auto_weights(torch.randn(3, 4), torch.randn(1, 4), rule="fedprox")

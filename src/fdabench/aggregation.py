@@ -74,6 +74,8 @@ def flatten_updates(
                 raise ValueError("every source update must have the target update's layer shapes")
         return FlatUpdates(target, sources, sizes, shapes)
 
+    if not isinstance(source_updates, Tensor) and len(source_updates) == 0:
+        raise ValueError("no source updates to aggregate")
     sources = source_updates if isinstance(source_updates, Tensor) else torch.stack(list(source_updates))
     if sources.dim() != 2:
         raise ValueError(f"flat source updates must be (N, m); got shape {tuple(sources.shape)}")
@@ -207,6 +209,9 @@ def _cat_layers(layers: Layered) -> Tensor:
 # `source_scale` c_i multiplies source i (scale alignment) without copying the updates.
 
 
+_FLOAT64 = torch.empty(0, dtype=torch.float64)  # source scales are read in float64 (never rounded to float32)
+
+
 def _auto_betas(rule: str, estimates: dict[str, Tensor]) -> Tensor:
     sigma2 = estimates["sigma2"]
     if rule == "fedda":
@@ -240,7 +245,7 @@ def auto_weights(
     if B < 2:
         raise ValueError(f"auto-weighting needs at least 2 target batches per round, got {B}")
     count = flat.sources.shape[0]
-    scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, torch.empty(0))
+    scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, _FLOAT64)
     sources = flat.sources.double() * scale.to(batches)[:, None]
     mean = batches.mean(0)
     s2 = (batches - mean).square().sum() / (B - 1)
@@ -288,7 +293,7 @@ class StreamingAutoWeights:
         self.sources = source_updates
         count = source_updates.shape[0]
         device = source_updates.device
-        scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, torch.empty(0))
+        scale = torch.ones(count) if source_scale is None else _betas(source_scale, count, _FLOAT64)
         self.scale = scale.to(device=device, dtype=torch.float64)
         raw_norm2 = torch.linalg.vector_norm(source_updates, dim=1).double().square()
         self.source_norm2 = raw_norm2 * self.scale.square()
