@@ -234,3 +234,49 @@ def test_an_unknown_rule_is_refused_with_the_allowed_ones():
         ValueError, match=r"^unknown auto-weighting rule 'fedprox'; allowed: fedda, fedgp, fedgp_threshold$"
     ):
         auto_weights(torch.randn(3, 4), torch.randn(1, 4), rule="fedprox")
+
+
+def test_streaming_works_from_two_batches_and_defaults_to_fedda():
+    batches = torch.tensor([[1.0, 0.0], [1.2, 0.0]], dtype=torch.float64)
+    sources = torch.tensor([[3.0, 1.0]], dtype=torch.float64)
+    streaming = StreamingAutoWeights(sources)
+    for batch in batches:
+        streaming.add(batch)
+    betas, estimates = streaming.result()
+    stored, _ = auto_weights(batches, sources, rule="fedda")
+    assert estimates["batches"] == 2 and torch.allclose(betas, stored)
+    assert not torch.allclose(stored, auto_weights(batches, sources, rule="fedgp")[0])  # the default is visible
+
+
+def test_streaming_counts_agreement_on_the_scaled_source():
+    """δ counts batches with ⟨G_b, c_i g_i⟩ > 0: a source scaled by 0 agrees with no batch, as in the stored
+    form (dividing by the scale instead would count every batch with ⟨G_b, g_i⟩ > 0)."""
+    batches = torch.tensor([[1.0, 0.5], [2.0, -0.5], [0.5, 0.1]], dtype=torch.float64)
+    sources = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    streaming = StreamingAutoWeights(sources, [0.0, 1.0])
+    for batch in batches:
+        streaming.add(batch)
+    _, stored = auto_weights(batches, sources, source_scale=[0.0, 1.0])
+    assert streaming.estimates()["delta"].tolist() == stored["delta"].tolist() == [0.0, 1.0]
+
+
+def test_streaming_refuses_sources_that_are_not_a_matrix():
+    with pytest.raises(ValueError, match=r"^source_updates must be an \(N, m\) tensor$"):
+        StreamingAutoWeights(torch.ones(3))
+
+
+def test_delta_error_messages_and_the_thresholded_form_with_the_model_dimension():
+    with pytest.raises(ValueError, match=r"^delta_error\('fedda'\) needs beta$"):
+        delta_error("fedda", 0.1, d2=0.2)
+    with pytest.raises(
+        ValueError, match=r"^unknown rule 'fedprox'; allowed: target_only, source_only, fedda, fedgp, fedgp_threshold$"
+    ):
+        delta_error("fedprox", 0.1, beta=0.5)
+    sigma2, tau2d2, beta, delta, norm2, m = 0.4, 0.3, 0.5, 0.25, 9.0, 10
+    expected = (
+        ((1 - beta) ** 2 + (2 * beta - beta**2) * delta / m) * sigma2
+        + beta**2 * delta * tau2d2
+        + beta**2 * (1 - delta) * norm2
+    )
+    got = delta_error("fedgp_threshold", sigma2, tau2d2=tau2d2, beta=beta, delta=delta, target_norm2=norm2, model_dim=m)
+    assert got == pytest.approx(expected, rel=1e-14)

@@ -34,7 +34,11 @@ def explained() -> dict[str, str]:
 
 def statuses() -> dict[str, str]:
     output = subprocess.run(
-        ["mutmut", "results", "--all", "true"], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return {match[1]: match[2] for match in re.finditer(r"^\s*(\S+): (.+?)\s*$", output, re.MULTILINE)}
 
@@ -48,7 +52,9 @@ def main() -> int:
     args = parser.parse_args()
     if not args.no_run:
         environment = {**os.environ, **SINGLE_THREADED}
-        subprocess.run(["mutmut", "run"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=environment)
+        subprocess.run(
+            [sys.executable, "-m", "mutmut", "run"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=environment
+        )
     results, reasons = statuses(), explained()
     failed = False
     for module in sorted({name.split(".x")[0] for name in results}):
