@@ -52,8 +52,8 @@ def main() -> int:
     parser.add_argument(
         "--modules",
         nargs="+",
-        default=["fdabench.aggregation"],
-        help="modules to mutate (of [tool.mutmut] only_mutate); CI runs aggregation",
+        default=["fdabench.aggregation", "fdabench.dictionary"],
+        help="modules to mutate (of [tool.mutmut] only_mutate); CI runs the default",
     )
     args = parser.parse_args()
     if not args.no_run:
