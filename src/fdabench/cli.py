@@ -202,9 +202,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
     from fdabench.io import write_json_atomic
-    from fdabench.runner import run_theory_init
+    from fdabench.runner import CellInputError, run_theory_init
 
-    record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
+    try:
+        record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
+    except CellInputError as error:
+        raise SystemExit(str(error)) from None
     write_json_atomic(args.output, record)
     print(
         f"{record['target']} seed {record['seed']}: d2 {record['d2']:.4g} sigma2 {record['sigma2']:.4g} -> predicted "
