@@ -1,5 +1,6 @@
 # fdabench workflow: data -> partitions -> one training job per cell -> tables and figures.
 # Usage: snakemake --cores 8 results/table1.csv     (or `snakemake --cores 8` for every table and figure)
+# Tables and figures are written to results/<suite>/; results/<name> links to the active suite's.
 
 from snakemake.utils import min_version
 
@@ -18,9 +19,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        table_outputs(),
-        figure_outputs(),
-        theory_outputs(),
+        with_views(table_outputs() + figure_outputs() + theory_outputs()),
 
 
 rule cells:
@@ -30,14 +29,14 @@ rule cells:
 
 rule tables:
     input:
-        table_outputs(),
+        with_views(table_outputs()),
 
 
 rule figures:
     input:
-        figure_outputs(),
+        with_views(figure_outputs()),
 
 
 rule theory:
     input:
-        theory_outputs(),
+        with_views(theory_outputs()),

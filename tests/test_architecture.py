@@ -18,7 +18,14 @@ LAYERS = (
     ("fdabench.aggregation", "fdabench.dictionary", "fdabench.data", "fdabench.models"),
     ("fdabench.federation",),
     ("fdabench.methods", "fdabench.theory"),
-    ("fdabench.config", "fdabench.cells", "fdabench.runner", "fdabench.bench"),
+    (
+        "fdabench.config",
+        "fdabench.cells",
+        "fdabench.runner",
+        "fdabench.bench",
+        "fdabench.fingerprint",
+        "fdabench.status",
+    ),
     ("fdabench.report",),
     ("fdabench.forkserver", "fdabench.cli", "fdabench.__main__"),
 )

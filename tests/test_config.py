@@ -214,3 +214,10 @@ def test_method_options_are_checked_against_the_method(raw):
     assert "colored_digits.method_options.fedda_auto: unknown key(s) 'lr_decay'" in message
     assert "colored_digits.method_options.nope: 'nope' is not a method of this experiment" in message
     assert "methods.fedda_auto.by_target.+90.target_batch_size: 0 is less than the minimum of 1" in message
+
+
+def test_a_suite_named_like_a_results_folder_is_refused(raw):
+    raw["suites"]["cells"] = raw["suites"].pop("demo")
+    raw["suite"] = "cells"
+    with pytest.raises(ParamsError, match=r"suites\.cells: the name is taken by results/cells/; rename the suite"):
+        validate_params(raw)

@@ -33,3 +33,15 @@ def test_content_hash_is_order_independent_for_keys():
 
     assert content_hash({"a": 1, "b": [1, 2]}) == content_hash({"b": [1, 2], "a": 1})
     assert content_hash({"x": np.arange(3)}) != content_hash({"x": np.arange(4)})
+
+
+def test_active_views_link_into_the_suite_folder():
+    from fdabench import paths
+
+    assert paths.active_view("results/demo/table1.csv", "demo") == ("results/table1.csv", "demo/table1.csv")
+    assert paths.active_view("results/demo/figures/a_rounds.png", "demo") == (
+        "results/figures/a_rounds.png",
+        "../demo/figures/a_rounds.png",
+    )
+    with pytest.raises(ValueError, match="results/smoke/table1.csv is not a result of suite demo"):
+        paths.active_view("results/smoke/table1.csv", "demo")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,8 @@ TINY = {
 }
 
 
-def _snakemake(workdir: Path, repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _snakemake(workdir: Path, repo: Path, *args: str, source: Path | None = None) -> subprocess.CompletedProcess:
+    """Snakemake in `workdir`; with `source`, a copy of the fdabench source tree shadows the installed one."""
     command = [
         sys.executable,
         "-m",
@@ -42,7 +44,26 @@ def _snakemake(workdir: Path, repo: Path, *args: str) -> subprocess.CompletedPro
     env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "15", "XDG_RUNTIME_DIR": str(workdir)}
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    if source is not None:
+        env["PYTHONPATH"] = str(source) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def _jobs(plan: subprocess.CompletedProcess) -> dict[str, str]:
+    """Rule -> job count from `snakemake --dry-run --quiet rules`."""
+    return dict(
+        line.split()[:2]
+        for line in plan.stdout.splitlines()
+        if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
+    )
+
+
+def _source_copy(root: Path, repo: Path, module: str, edit) -> Path:
+    """A copy of src/ with `edit(text) -> text` applied to src/fdabench/<module>."""
+    shutil.copytree(repo / "src", root, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    path = root / "fdabench" / module
+    path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return root
 
 
 def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
@@ -62,20 +83,67 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     manifest = json.loads((tmp_path / "data/partitions/tiny/colored_digits/-90/seed0.json").read_text())
     assert manifest["seed"] == 0 and manifest["content_hash"]
 
+    assert (tmp_path / "results/table1.csv").is_symlink()  # a link to the active suite's table
+    assert os.readlink(tmp_path / "results/table1.csv") == "tiny/table1.csv"
+    assert os.readlink(figure) == "../tiny/figures/colored_digits_rounds.png"
     nothing = _snakemake(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
+
+    # another suite with a table of the same name: its own files; switching back serves the first again
+    own = (tmp_path / "results/tiny/table1.csv").read_bytes()
+    other = json.loads(json.dumps(TINY))
+    other["suite"] = "other"
+    other["suites"]["other"] = {
+        **TINY["suites"]["tiny"],
+        "seeds": [0],
+        "methods": ["source_only"],
+        "train": {**TINY["suites"]["tiny"]["train"], "rounds": 2},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(other))
+    result = _snakemake(tmp_path, repo_root, "tables")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {line.split(",")[3] for line in (tmp_path / "results/table1.csv").read_text().splitlines()[1:]} == {
+        "source_only"
+    }
+    assert (tmp_path / "results/tiny/table1.csv").read_bytes() == own
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    plan = _jobs(_snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
+    assert set(plan) - {"total"} == {"view", "all"}, plan  # nothing is recomputed: the links are re-pointed
+    assert _snakemake(tmp_path, repo_root).returncode == 0
+    assert (tmp_path / "results/table1.csv").read_bytes() == own
 
     changed = dict(TINY, methods={"fedgp": {"beta": 0.25}})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(changed))
     plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules")
-    jobs = dict(
-        line.split()[:2]
-        for line in plan.stdout.splitlines()
-        if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
-    )
+    jobs = _jobs(plan)
     assert jobs.get("train") == "2", plan.stdout  # the two fedgp cells, not the source_only ones
     assert jobs.get("table") == "1" and jobs.get("figure_rounds") == "1"
     assert "partition" not in jobs and "prepare" not in jobs
+
+    # code: a comment reruns nothing; a change to FedGP's module reruns its cells and only those
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    comment = _source_copy(tmp_path / "comment", repo_root, "methods/fda.py", lambda t: t + "\n# a comment\n")
+    nothing = _snakemake(tmp_path, repo_root, "--dry-run", source=comment)
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
+    edited = _source_copy(tmp_path / "edited", repo_root, "methods/fda.py", lambda t: t + "\nEXTRA = 1\n")
+    plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules", source=edited)
+    jobs = _jobs(plan)
+    assert jobs.get("train") == "2", plan.stdout  # the fedgp cells: source_only does not import methods/fda.py
+    assert "partition" not in jobs and "prepare" not in jobs
+    status = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status", "--check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(edited)},
+    )
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert "4 cells: 2 current, 2 stale, 0 failed, 0 missing" in status.stdout
+    assert status.stdout.count("code changed: fdabench.methods.fda") == 2
+    current = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status", "--check"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert current.returncode == 0 and "4 cells: 4 current" in current.stdout, current.stdout + current.stderr
 
 
 def test_typo_fails_before_any_job(tmp_path, repo_root):

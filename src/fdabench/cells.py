@@ -12,7 +12,8 @@ Keys (format "fdabench.cell/1"):
   model {name, options (the model factory's keyword arguments, its defaults included)},
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
-  versions {fdabench, torch, python},
+  versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
+  depends on, `fdabench.fingerprint`; tables refuse cells whose shared modules differ, `check_same_code`),
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
 (Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
@@ -78,3 +79,23 @@ def read_cell(path: str | Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("status") != "complete":
         raise IncompleteCellError(f"{path}: not a complete {FORMAT} result; rerun its training job")
     return payload
+
+
+class MixedCodeError(ValueError):
+    """Cells meant to be compared ran with different versions of code they share."""
+
+
+def check_same_code(cells: dict[str, dict[str, Any]]) -> None:
+    """Refuse cells (path -> result) whose recorded code fingerprints disagree on a module they share, e.g. a
+    table of fedgp cells run before and after a change to the round loop. Cells without a `code` block
+    (written before fingerprints were recorded) are not compared."""
+    seen: dict[str, tuple[str, str]] = {}  # module -> (hash, first path with it)
+    for path, cell in cells.items():
+        for module, digest in cell.get("code", {}).get("modules", {}).items():
+            first = seen.setdefault(module, (digest, path))
+            if first[0] != digest:
+                raise MixedCodeError(
+                    f"{first[1]} and {path} ran with different code of {module} ({first[0]} vs {digest}): run "
+                    "`fdabench status` and rerun the stale cells (snakemake reruns them), or pass --allow-mixed-code "
+                    "to tabulate them anyway"
+                )

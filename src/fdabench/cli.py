@@ -52,6 +52,16 @@ def cmd_cells(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from fdabench.config import load_params
+    from fdabench.status import STATES, format_status, suite_status
+
+    params = load_params(args.params)
+    states = suite_status(params)
+    print(format_status(params, states, show=STATES if args.all else STATES[1:]))
+    return 1 if args.check and any(state.state != "current" for state in states) else 0
+
+
 def cmd_prepare(args: argparse.Namespace) -> int:
     from fdabench.data import get_dataset
 
@@ -94,10 +104,17 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
     from fdabench.io import write_json_atomic
 
+    PreparedDataset.verify(args.prepared)
     prepared = PreparedDataset.load(args.prepared)
     partitioner = args.partitioner or get_dataset(prepared.name).partitioner
     options = partition_options(get_dataset(prepared.name), partitioner, args.options or {})
     partition = get_partitioner(partitioner).split(prepared, args.target, args.seed, options)
+    empty = partition.empty_clients()
+    if empty:
+        raise SystemExit(
+            f"fdabench: partition of {prepared.name} target {args.target} seed {args.seed} leaves {', '.join(empty)} "
+            "without samples; use fewer clients, another split, or more labelled target samples"
+        )
     payload = partition.to_json(prepared)
     write_json_atomic(args.output, payload)
     counts = ", ".join(f"{c['name']}: {c['count']}" for c in payload["clients"])
@@ -111,6 +128,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     config = args.cell
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+    _require_writable(args.output)
     try:
         with _RoundProgress(label) as on_round:
             result = run_cell(config, args.prepared, args.partition, args.threads, args.device, on_round=on_round)
@@ -122,6 +140,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{args.output}"
     )
     return 0
+
+
+def _require_writable(output: str) -> None:
+    """Fail before any compute when the result could not be written."""
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(output).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise SystemExit(
+            f"fdabench: cannot write {output} ({error.strerror or error}); make {folder} writable or choose another "
+            "results folder. Nothing was trained."
+        ) from None
 
 
 class _RoundProgress:
@@ -163,10 +198,15 @@ class _RoundProgress:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
+    from fdabench.cells import MixedCodeError
     from fdabench.io import write_json_atomic, write_text_atomic
     from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table, unlabelled_target_methods
 
-    cells = cells_frame(args.cells, args.metrics)
+    try:
+        cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
+    except MixedCodeError as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
     tidy = tidy_table(cells)
     unlabelled = unlabelled_target_methods(cells)
     if args.csv:
@@ -280,6 +320,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", default="params.yaml")
     p.set_defaults(handler=cmd_cells)
 
+    p = sub.add_parser(
+        "status", help="which cells of the active suite are current, stale (other config or code), failed or missing"
+    )
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--all", action="store_true", help="list current cells too")
+    p.add_argument("--check", action="store_true", help="exit with status 1 unless every cell is current")
+    p.set_defaults(handler=cmd_status)
+
     p = sub.add_parser("prepare", help="build a dataset's domains (embedded, generated or from raw files)")
     p.add_argument("--dataset", required=True)
     p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
@@ -337,6 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument(
         "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
+    )
+    p.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="tabulate cells that ran with different versions of code they share (refused by default)",
     )
     p.set_defaults(handler=cmd_table)
 

@@ -33,6 +33,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, final)
+    except OSError as error:
+        raise OSError(
+            error.errno,
+            f"could not write {final}: {error.strerror or error}; free space or fix permissions and rerun (an "
+            "earlier file there, if any, is untouched)",
+        ) from error
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -55,6 +61,15 @@ def read_json(path: str | os.PathLike) -> Any:
 def canonical_json(payload: Any) -> str:
     """Key-sorted compact JSON: equal payloads give equal strings (used for hashes and params)."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def content_hash(payload: Any) -> str:

@@ -10,13 +10,19 @@ RAW = "{data}/raw/{raw}"
 PREPARED = "{data}/prepared/{dataset}/{options_hash}"
 PARTITION = "{data}/partitions/{suite}/{experiment}/{target}/seed{seed}.json"
 CELL = "results/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.json"
-THEORY_INIT = "results/theory/{suite}/{experiment}/{target}/seed{seed}.json"
-TABLE = "results/{table}.{ext}"
-THEORY_REPORT = "results/{check}.{ext}"
-PAPER_VS_OURS = "results/paper_vs_ours.{ext}"
-ROUNDS_FIGURE = "results/figures/{experiment}_rounds.png"
-BETAS_FIGURE = "results/figures/{experiment}_betas.png"
-FIGURE = "results/figures/{figure}.png"
+THEORY_INIT = "results/initial/{suite}/{experiment}/{target}/seed{seed}.json"
+# Tables and figures live in one folder per suite, so suites never overwrite each other's.
+TABLE = "results/{suite}/{table}.{ext}"
+THEORY_REPORT = "results/{suite}/{check}.{ext}"
+PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
+ROUNDS_FIGURE = "results/{suite}/figures/{experiment}_rounds.png"
+BETAS_FIGURE = "results/{suite}/figures/{experiment}_betas.png"
+FIGURE = "results/{suite}/figures/{figure}.png"
+# The active suite's tables and figures are also reachable without the suite folder (results/table1.csv):
+# a relative link into results/<suite>/, re-pointed when the active suite changes (`active_view`).
+VIEW = "results/{view}"
+#: folders of results/ that are not suites (a suite of one of these names is refused)
+RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures")
 TABLE_EXTENSIONS = ("csv", "md", "json")
 THEORY_EXTENSIONS = ("csv", "md", "png")
 PAPER_VS_OURS_EXTENSIONS = ("csv", "md")
@@ -27,12 +33,13 @@ LOGS = {
     "partition": "results/logs/partition/{suite}/{experiment}/{target}/seed{seed}.log",
     "train": "results/logs/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.log",
     "theory_init": "results/logs/theory/{suite}/{experiment}/{target}/seed{seed}.log",
-    "theory_report": "results/logs/theory/{check}.log",
-    "table": "results/logs/tables/{table}.log",
-    "paper_vs_ours": "results/logs/tables/paper_vs_ours.log",
-    "figure_rounds": "results/logs/figures/{experiment}_rounds.log",
-    "figure_betas": "results/logs/figures/{experiment}_betas.log",
-    "figure": "results/logs/figures/{figure}.log",
+    "theory_report": "results/logs/theory/{suite}/{check}.log",
+    "table": "results/logs/tables/{suite}/{table}.log",
+    "paper_vs_ours": "results/logs/tables/{suite}/paper_vs_ours.log",
+    "figure_rounds": "results/logs/figures/{suite}/{experiment}_rounds.log",
+    "figure_betas": "results/logs/figures/{suite}/{experiment}_betas.log",
+    "figure": "results/logs/figures/{suite}/{figure}.log",
+    "view": "results/logs/views/{view}.log",
 }
 
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -41,3 +48,14 @@ _FIELD = re.compile(r"\{(\w+)\}")
 def fill(pattern: str, **values: Any) -> str:
     """`pattern` with the given fields filled in; fields not given stay as Snakemake wildcards."""
     return _FIELD.sub(lambda match: str(values[match[1]]) if match[1] in values else match[0], pattern)
+
+
+def active_view(path: str, suite: str) -> tuple[str, str]:
+    """(view path, link target relative to the view's folder) of a suite's table or figure path: e.g.
+    results/demo/figures/a.png -> (results/figures/a.png, ../demo/figures/a.png)."""
+    prefix = f"results/{suite}/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path} is not a result of suite {suite}")
+    inside = path[len(prefix) :]
+    depth = inside.count("/")
+    return "results/" + inside, "../" * depth + f"{suite}/{inside}"

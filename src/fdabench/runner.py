@@ -17,6 +17,7 @@ from fdabench.data import Partition, PreparedDataset
 from fdabench.federation.problem import FederatedProblem, build_problem
 from fdabench.federation.records import primary_metric
 from fdabench.federation.settings import TrainSettings
+from fdabench.fingerprint import cell_fingerprint
 from fdabench.io import read_json
 from fdabench.methods import get_method
 from fdabench.models import resolved_model_options
@@ -46,7 +47,14 @@ def load_problem(
     split = Partition.from_json(payload)
     if (split.target, split.seed) != (config["target"], config["seed"]):
         raise CellInputError(f"partition {partition} is for target {split.target} seed {split.seed}, not this cell")
-    return build_problem(PreparedDataset.load(prepared), split, device), payload["content_hash"]
+    data = PreparedDataset.load(prepared)
+    if payload.get("prepared_hash") not in (None, data.content_hash):
+        raise CellInputError(
+            f"partition {partition} was made from other prepared data than {prepared} (prepared hash "
+            f"{payload['prepared_hash']} vs {data.content_hash}); rerun its partition job (snakemake reruns it when "
+            "the prepared data changes)"
+        )
+    return build_problem(data, split, device), payload["content_hash"]
 
 
 def run_cell(
@@ -88,6 +96,7 @@ def run_cell(
             "device": str(where),
             "threads": threads,
             "partition_hash": partition_hash,
+            "code": cell_fingerprint(config).to_json(),
             "uses_unlabelled_target": method.uses_unlabelled_target,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         }

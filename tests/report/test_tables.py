@@ -70,3 +70,40 @@ def test_methods_on_unlabelled_target_data_are_marked(cells):
     assert "| fedgp † | 61.00 (1.41)" in text and "| source_only | " in text
     assert "† fedgp: trains on the target's unlabelled training data (100% of its training inputs" in text
     assert "†" not in markdown_table(tidy_table(cells))
+
+
+def _cell_file(tmp_path, name, modules):
+    import json
+
+    from fdabench.cells import FORMAT
+
+    identity = {"suite": "s", "experiment": "exp", "dataset": "d", "method": "fedgp", "algorithm": "fedgp"}
+    payload = {
+        "format": FORMAT,
+        "status": "complete",
+        "cell": {**identity, "target": "a", "seed": int(name[-1])},
+        "metric": "accuracy",
+        "final": 0.5,
+        "code": {"fingerprint": "-".join(modules.values()), "modules": modules},
+    }
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(payload))
+    return str(path)
+
+
+def test_tables_refuse_cells_run_with_different_code_unless_asked(tmp_path, capsys):
+    from fdabench.cli import main
+
+    same = _cell_file(tmp_path, "seed0", {"fdabench.aggregation": "aaaa", "fdabench.methods.fda": "1111"})
+    other = _cell_file(tmp_path, "seed1", {"fdabench.aggregation": "bbbb", "fdabench.methods.fda": "1111"})
+    csv = tmp_path / "table.csv"
+    assert main(["table", same, other, "--csv", str(csv)]) == 2
+    message = capsys.readouterr().err
+    assert f"{same} and {other} ran with different code of fdabench.aggregation (aaaa vs bbbb)" in message
+    assert "--allow-mixed-code" in message and "fdabench status" in message
+    assert not csv.exists()  # nothing written
+    assert main(["table", same, other, "--csv", str(csv), "--allow-mixed-code"]) == 0
+    assert csv.read_text().splitlines()[1].endswith(",2")
+    # cells that share no module (or record none) are not compared
+    unrelated = _cell_file(tmp_path, "seed2", {"fdabench.methods.dadil": "2222"})
+    assert main(["table", same, unrelated, "--csv", str(csv)]) == 0

@@ -8,6 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 from fdabench import paths
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
+from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
 
 try:
@@ -63,9 +64,30 @@ def cell_config(wildcards):
     return canonical_json(cell.config)
 
 
+def cell_code(wildcards):
+    """The fingerprint of the code the cell's result depends on (fdabench.fingerprint): a rule parameter, so a
+    change to that code reruns the cell and a change to any other code does not."""
+    cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
+    return cell_fingerprint(cell.config).digest
+
+
+def prepare_code(wildcards):
+    return code_fingerprint(prepare_roots(wildcards.dataset)).digest
+
+
+def partition_code(wildcards):
+    roots = partition_roots(dataset_of(wildcards.experiment), PARAMS.partitioner(wildcards.experiment))
+    return code_fingerprint(roots).digest
+
+
 def pattern(kind, **values):
     """The `fdabench.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
     return paths.fill(getattr(paths, kind), data=DATA, **values)
+
+
+def suite_pattern(kind, **values):
+    """A pattern of the active suite's tables and figures (results/<suite>/...)."""
+    return pattern(kind, suite=SUITE, **values)
 
 
 def log(rule):
@@ -73,10 +95,15 @@ def log(rule):
 
 
 def table_outputs():
-    outputs = [paths.fill(paths.TABLE, table=table, ext=ext) for table in PARAMS.tables() for ext in paths.TABLE_EXTENSIONS]
+    outputs = [suite_pattern("TABLE", table=table, ext=ext) for table in PARAMS.tables() for ext in paths.TABLE_EXTENSIONS]
     if PARAMS.published_experiments():
-        outputs += [paths.fill(paths.PAPER_VS_OURS, ext=ext) for ext in paths.PAPER_VS_OURS_EXTENSIONS]
+        outputs += [suite_pattern("PAPER_VS_OURS", ext=ext) for ext in paths.PAPER_VS_OURS_EXTENSIONS]
     return outputs
+
+
+def with_views(outputs):
+    """`outputs` and their links without the suite folder (results/table1.csv -> demo/table1.csv)."""
+    return outputs + [paths.active_view(output, SUITE)[0] for output in outputs]
 
 
 def auto_cell_paths(experiment):
@@ -86,9 +113,9 @@ def auto_cell_paths(experiment):
 
 
 def figure_outputs():
-    outputs = [paths.fill(paths.ROUNDS_FIGURE, experiment=experiment) for experiment in PARAMS.experiment_names()]
-    outputs += [paths.fill(paths.BETAS_FIGURE, experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
-    outputs += [paths.fill(paths.FIGURE, figure=figure) for figure in PARAMS.figures()]
+    outputs = [suite_pattern("ROUNDS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names()]
+    outputs += [suite_pattern("BETAS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
+    outputs += [suite_pattern("FIGURE", figure=figure) for figure in PARAMS.figures()]
     return outputs
 
 
@@ -104,6 +131,12 @@ def theory_cell_config(wildcards):
     """The experiment's settings for the target and seed (any method: the model and seed are shared)."""
     method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
     return canonical_json(PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed)).config)
+
+
+def theory_code(wildcards):
+    method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
+    cell = PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed))
+    return code_fingerprint(theory_roots(cell.config)).digest
 
 
 def theory_init_paths(check):
@@ -122,4 +155,10 @@ def theory_cell_paths(check):
 
 
 def theory_outputs():
-    return [paths.fill(paths.THEORY_REPORT, check=check, ext=ext) for check in PARAMS.theory_checks() for ext in paths.THEORY_EXTENSIONS]
+    return [suite_pattern("THEORY_REPORT", check=check, ext=ext) for check in PARAMS.theory_checks() for ext in paths.THEORY_EXTENSIONS]
+
+
+VIEWS = {
+    paths.active_view(output, SUITE)[0][len("results/"):]: output
+    for output in table_outputs() + figure_outputs() + theory_outputs()
+}

@@ -24,6 +24,7 @@ rule prepare:
         directory(pattern("PREPARED")),
     params:
         options=lambda wildcards: canonical_json(prepared_options(wildcards)),
+        code=prepare_code,
         raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(output[0]))), "raw"),
     log:
         log("prepare"),
@@ -42,6 +43,7 @@ rule partition:
     params:
         partitioner=lambda wildcards: PARAMS.partitioner(wildcards.experiment),
         options=lambda wildcards: canonical_json(PARAMS.partition_options(wildcards.experiment)),
+        code=partition_code,
     log:
         log("partition"),
     conda:

@@ -58,6 +58,7 @@ rule theory_init:
         pattern("THEORY_INIT"),
     params:
         cell=theory_cell_config,
+        code=theory_code,
         beta=lambda wildcards: theory_check_of(wildcards.experiment)[1],
         draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
     threads: PARAMS.threads_per_cell
@@ -118,3 +119,26 @@ rule paper_vs_ours:
         "../envs/fdabench.yaml"
     shell:
         "fdabench compare {input.cells:q} --csv {output.csv} --md {output.md} > {log} 2>&1"
+
+
+wildcard_constraints:
+    view=_alternatives(VIEWS),
+
+
+# results/<name> links to results/<suite>/<name> of the active suite: the suite is a parameter, so switching
+# suites re-points the links (each suite's own files are never overwritten).
+rule view:
+    input:
+        lambda wildcards: VIEWS[wildcards.view],
+    output:
+        paths.VIEW,
+    params:
+        suite=SUITE,
+        target=lambda wildcards: paths.active_view(VIEWS[wildcards.view], SUITE)[1],
+    localrule: True
+    log:
+        log("view"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "ln -sfn {params.target:q} {output:q} > {log} 2>&1"

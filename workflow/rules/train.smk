@@ -1,5 +1,6 @@
 # Training: one job per (suite, experiment, method, target, seed) cell. The cell's resolved configuration
-# is a rule parameter, so editing params.yaml reruns exactly the cells whose configuration changed.
+# and its code fingerprint are rule parameters, so editing params.yaml, or code the cell depends on, reruns
+# exactly the cells affected.
 
 
 rule train:
@@ -10,6 +11,7 @@ rule train:
         pattern("CELL"),
     params:
         cell=cell_config,
+        code=cell_code,
     threads: PARAMS.threads_per_cell
     resources:
         gpu=1 if USES_GPU else 0,

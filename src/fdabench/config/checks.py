@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fdabench import paths
 from fdabench.config import resolve
 from fdabench.config.schema import object_schema, schema_errors
 from fdabench.data import get_dataset, get_partitioner
@@ -26,6 +27,11 @@ def semantic_errors(raw: dict[str, Any]) -> list[str]:
     if raw["suite"] not in raw["suites"]:
         problems.append(f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}")
     for suite_name, suite in raw["suites"].items():
+        if suite_name in paths.RESERVED_RESULT_FOLDERS:
+            problems.append(
+                f"suites.{suite_name}: the name is taken by results/{suite_name}/; rename the suite (reserved: "
+                f"{', '.join(paths.RESERVED_RESULT_FOLDERS)})"
+            )
         problems += _suite_errors(raw, suite_name, suite)
     return problems
 

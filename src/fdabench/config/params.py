@@ -35,8 +35,16 @@ class Cell:
 
     @property
     def path(self) -> str:
+        return self._fill(paths.CELL)
+
+    @property
+    def log_path(self) -> str:
+        """Where its training job's log goes."""
+        return self._fill(paths.LOGS["train"])
+
+    def _fill(self, pattern: str) -> str:
         return paths.fill(
-            paths.CELL,
+            pattern,
             suite=self.suite,
             experiment=self.experiment,
             method=self.method,

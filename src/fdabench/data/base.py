@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fdabench.io import content_hash as payload_hash
+from fdabench.io import file_sha256
 from fdabench.registry import Registry, derive_defaults
 
 
@@ -44,6 +46,9 @@ class PreparedDataset:
     input_shape: tuple[int, ...]
     domains: dict[str, DomainArrays]
     meta: dict[str, Any] = field(default_factory=dict)
+    #: identifies the saved arrays (a hash of the header, which holds every file's size and sha256); set by
+    #: `load`, recorded by partitions so a cell never pairs a partition with other prepared data
+    content_hash: str | None = None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write a directory: header.json plus x<i>.npy / y<i>.npy per domain (loaded memory-mapped).
@@ -71,6 +76,10 @@ class PreparedDataset:
                 "domains": list(self.domains),
                 "auxiliary": aux_names,
                 "meta": self.meta,
+                "files": {
+                    file.name: {"bytes": file.stat().st_size, "sha256": file_sha256(file)}
+                    for file in sorted(staging.glob("*.npy"))
+                },
             }
             (staging / "header.json").write_text(json.dumps(header, indent=1) + "\n")
             staging.chmod(0o777 & ~_umask())
@@ -89,6 +98,7 @@ class PreparedDataset:
         if not header_path.exists():
             raise FileNotFoundError(f"prepared dataset {path} is missing; run `fdabench prepare` (or snakemake) first")
         header = json.loads(header_path.read_text())
+        _check_sizes(path, header.get("files", {}))
         mode = "r" if mmap else None
         aux_names = header.get("auxiliary", [])
         domains = {
@@ -106,7 +116,37 @@ class PreparedDataset:
             input_shape=tuple(header["input_shape"]),
             domains=domains,
             meta=header["meta"],
+            content_hash=payload_hash(header),
         )
+
+    @staticmethod
+    def verify(path: str | os.PathLike) -> None:
+        """Check every array file against the sha256 recorded when it was written (reads every byte; the
+        partition job does it once, training jobs check only the sizes)."""
+        path = Path(path)
+        files = json.loads((path / "header.json").read_text()).get("files", {})
+        _check_sizes(path, files)
+        edited = [name for name, record in files.items() if file_sha256(path / name) != record["sha256"]]
+        if edited:
+            raise PreparedDataError(
+                f"prepared dataset {path}: {', '.join(edited)} changed since it was written; delete {path} and "
+                "rerun `fdabench prepare` (snakemake does it)"
+            )
+
+
+class PreparedDataError(ValueError):
+    """A prepared dataset's files are not as written (truncated, edited or missing)."""
+
+
+def _check_sizes(path: Path, files: dict[str, dict[str, Any]]) -> None:
+    for name, record in files.items():
+        actual = (path / name).stat().st_size if (path / name).is_file() else None
+        if actual != record["bytes"]:
+            found = "missing" if actual is None else f"{actual} bytes"
+            raise PreparedDataError(
+                f"prepared dataset {path}: {name} is truncated or was edited ({found}, expected {record['bytes']} "
+                f"bytes); delete {path} and rerun `fdabench prepare` (snakemake does it)"
+            )
 
 
 def _umask() -> int:
@@ -127,7 +167,6 @@ class DatasetSource(ABC):
     #: JSON-schema properties of the dataset's options (params.yaml `datasets.<name>`), each with its `default`;
     #: `default_options` is derived from them.
     options_schema: ClassVar[dict[str, Any]] = {}
-    default_options: ClassVar[dict[str, Any]] = {}
     default_options: ClassVar[dict[str, Any]] = {}
     #: default training hyper-parameters for experiments on this dataset (params.yaml `train`).
     default_train: ClassVar[dict[str, Any]] = {}

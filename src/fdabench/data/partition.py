@@ -56,6 +56,14 @@ class Partition:
         ]
         return named + [("holdout", client) for client in self.holdout]
 
+    def empty_clients(self) -> list[str]:
+        """Sources, labelled target or target test split without a sample (a partition that cannot train)."""
+        needed = [("source", c) for c in self.sources] + [
+            ("target_labelled", self.target_labelled),
+            ("target_test", self.target_test),
+        ]
+        return [f"{role} {client.name}" for role, client in needed if len(client.indices) == 0]
+
     def to_json(self, prepared: PreparedDataset) -> dict[str, Any]:
         def entry(role: str, client: ClientIndices) -> dict[str, Any]:
             labels = prepared.domains[client.domain].y[client.indices]
@@ -77,6 +85,7 @@ class Partition:
             "partitioner": self.partitioner,
             "options": self.options,
             "transforms": self.transforms,
+            "prepared_hash": prepared.content_hash,
             "clients": [entry(role, client) for role, client in self.splits()],
         }
         payload["content_hash"] = content_hash(payload)
@@ -146,6 +155,11 @@ def _fraction_or_count(value: float | int, total: int, what: str) -> int:
     return count
 
 
+def _require_domain(prepared: PreparedDataset, target: str) -> None:
+    if target not in prepared.domains:
+        raise ValueError(f"target {target!r} is not a domain of {prepared.name}: {', '.join(prepared.domains)}")
+
+
 @PARTITIONERS.register
 class LeaveOneDomainOut(Partitioner):
     """DomainBed leave-one-domain-out: every domain is split into 'in' and 'out' (holdout_fraction).
@@ -185,12 +199,13 @@ class LeaveOneDomainOut(Partitioner):
     }
 
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
+        _require_domain(prepared, target)
         rng = np.random.default_rng(seed)
         sources, holdout = [], []
-        target_parts: dict[str, np.ndarray] = {}
+        target_parts: dict[str, np.ndarray]
         for domain, arrays in prepared.domains.items():
             order = rng.permutation(len(arrays.y))
-            if options.get("holdout_split", "seeded") == "flamby":
+            if options.get("holdout_split") == "flamby":  # absent: seeded (the schema's default)
                 in_split, out_split = flamby_split(arrays.y, options["holdout_fraction"])
                 in_split = in_split[rng.permutation(len(in_split))]  # the seed picks the labelled samples
             else:
@@ -236,8 +251,7 @@ class LabelledTarget(Partitioner):
     }
 
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
-        if target not in prepared.domains:
-            raise ValueError(f"target {target!r} is not a domain of {prepared.name}: {', '.join(prepared.domains)}")
+        _require_domain(prepared, target)
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(prepared.domains[target].y))
         labelled = _fraction_or_count(options["target_labelled"], len(order) - 1, "target_labelled")
@@ -381,7 +395,7 @@ def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.
         members = rng.permutation(np.flatnonzero(labels == label))
         for owner, share in zip(owners, np.array_split(members, len(owners))):
             parts[owner].append(share)
-    return [np.sort(np.concatenate(p)) if p else np.array([], dtype=np.int64) for p in parts]
+    return [np.sort(np.concatenate(p)) for p in parts]  # every client holds >= 1 class, so p is never empty
 
 
 @PARTITIONERS.register
@@ -442,7 +456,7 @@ class FeatureNoise(Partitioner):
             raise ValueError(f"target {target!r} must look like noise<std> or noise<std>-n<labelled>")
         rng = np.random.default_rng(seed)
         labels = np.asarray(prepared.domains["train"].y)
-        if options.get("target_share", "split") == "iid":
+        if options.get("target_share") == "iid":  # absent: split (the schema's default)
             order = rng.permutation(len(labels))
             cut = len(labels) // options["clients"]
             target_part, remaining = order[:cut], np.sort(order[cut:])

@@ -141,6 +141,13 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         x = torch.from_numpy(x_array).to(device=device)
         if x.dtype != torch.uint8:
             x = x.to(torch.float32)
+            bad = int((~torch.isfinite(x)).sum())
+            if bad:
+                raise ValueError(
+                    f"{prepared.name}: client {client.name} (domain {client.domain}) has {bad} non-finite input values "
+                    "(NaN or infinite); clean the raw data, or set the partition option standardize: true where the "
+                    "partitioner offers it (it imputes missing values)"
+                )
         y = torch.from_numpy(np.ascontiguousarray(arrays.y[client.indices])).to(device=device, dtype=label_dtype)
         aux = {
             name: torch.from_numpy(np.ascontiguousarray(values[client.indices])).to(device=device, dtype=torch.long)

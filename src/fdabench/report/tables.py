@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from fdabench.cells import read_cell
+from fdabench.cells import check_same_code, read_cell
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published
 from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value
 
@@ -16,12 +16,15 @@ TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "
 AVERAGE = "Avg"
 
 
-def cells_frame(paths: Iterable[str], metrics: list[str] | None = None) -> pd.DataFrame:
+def cells_frame(paths: Iterable[str], metrics: list[str] | None = None, allow_mixed_code: bool = False) -> pd.DataFrame:
     """One row per (cell, metric): identity, metric and final value (in the order the paths are given).
-    `metrics` picks metrics from each cell's `finals` (default: the cell's primary metric)."""
+    `metrics` picks metrics from each cell's `finals` (default: the cell's primary metric). Cells that ran
+    with different versions of shared code are refused unless `allow_mixed_code` (`check_same_code`)."""
     rows = []
-    for path in paths:
-        cell = read_cell(path)
+    cells = {str(path): read_cell(path) for path in paths}
+    if not allow_mixed_code:
+        check_same_code(cells)
+    for path, cell in cells.items():
         finals = cell.get("finals", {cell["metric"]: cell["final"]})
         for metric in metrics or [cell["metric"]]:
             if metric not in finals:

@@ -1,0 +1,456 @@
+"""The bad-input catalogue: every case gets a clear message that names the problem and the fix, before any
+compute, and nothing already computed is overwritten or deleted. The README's "Bad input" table lists the
+same cases (a test keeps them in sync)."""
+
+from __future__ import annotations
+
+import copy
+import errno
+import gzip
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from fdabench.cli import main
+from fdabench.config import ParamsError, validate_params
+from fdabench.data import PreparedDataset, get_partitioner, raw
+from fdabench.data.base import DomainArrays, PreparedDataError
+from fdabench.data.images import ManifestError, read_manifest
+from fdabench.federation.problem import build_problem
+from fdabench.io import write_json_atomic
+from fdabench.runner import CellInputError, load_problem
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # as listed in the README
+    message: str  # a regular expression the message must match
+    run: Callable[[Path], str]  # returns the message of the error the case raises
+
+
+def _params(edit) -> Callable[[Path], str]:
+    def run(_: Path) -> str:
+        raw_params = copy.deepcopy(SHIPPED)
+        edit(raw_params)
+        with pytest.raises(ParamsError) as caught:
+            validate_params(raw_params)
+        return str(caught.value)
+
+    return run
+
+
+def _demo(raw_params):
+    return raw_params["suites"]["demo"]
+
+
+def _experiment(raw_params):
+    return _demo(raw_params)["experiments"]["colored_digits"]
+
+
+def _train(raw_params):
+    return _demo(raw_params).setdefault("train", {})
+
+
+def _rename_experiment(name):
+    def edit(raw_params):
+        _demo(raw_params)["experiments"][name] = _demo(raw_params)["experiments"].pop("synthetic")
+
+    return edit
+
+
+def _tiny_prepared(path: Path, x=None) -> PreparedDataset:
+    x = np.zeros((12, 2), np.float32) if x is None else x
+    domains = {d: DomainArrays(x.copy(), np.arange(12) % 2) for d in ("a", "b")}
+    prepared = PreparedDataset("amazon_reviews", "classification", 2, (2,), domains)  # labelled_target by default
+    prepared.save(path)
+    return prepared
+
+
+def _partition_file(prepared_dir: Path, path: Path, target="b", seed=0) -> Path:
+    assert main(
+        [
+            "partition",
+            "--prepared",
+            str(prepared_dir),
+            f"--target={target}",
+            "--seed",
+            str(seed),
+            "--partitioner",
+            "labelled_target",
+            "--options",
+            '{"target_labelled": 4}',
+            "--output",
+            str(path),
+        ]
+    ) in (0, None)
+    return path
+
+
+def _error(run, *exceptions) -> str:
+    with pytest.raises(exceptions) as caught:
+        run()
+    return str(caught.value)
+
+
+def _missing_raw(tmp: Path) -> str:
+    return _error(lambda: raw.acquire("MNIST", tmp / "raw", mirror=tmp / "empty"), raw.RawDataMissing)
+
+
+def _raw_checksum(tmp: Path) -> str:
+    spec = raw.RawDataset(
+        name="FakeSet",
+        description="a fake",
+        how_to_get="make it",
+        files=(raw.RawFile("raw/a.gz", hashlib.sha256(b"expected").hexdigest()),),
+        finalize=raw._gunzip_all,
+    )
+    raw.RAW_DATASETS._members["FakeSet"] = spec
+    try:
+        (tmp / "mirror/FakeSet/raw").mkdir(parents=True)
+        with gzip.open(tmp / "mirror/FakeSet/raw/a.gz", "wb") as handle:
+            handle.write(b"tampered")
+        message = _error(lambda: raw.acquire("FakeSet", tmp / "raw", mirror=tmp / "mirror"), ValueError)
+        assert not (tmp / "raw/FakeSet").exists()
+        return message
+    finally:
+        del raw.RAW_DATASETS._members["FakeSet"]
+
+
+def _truncated_prepared(tmp: Path) -> str:
+    _tiny_prepared(tmp / "prepared")
+    data = (tmp / "prepared/x0.npy").read_bytes()
+    (tmp / "prepared/x0.npy").write_bytes(data[:-8])
+    return _error(lambda: PreparedDataset.load(tmp / "prepared"), PreparedDataError)
+
+
+def _edited_prepared(tmp: Path) -> str:
+    _tiny_prepared(tmp / "prepared")
+    data = bytearray((tmp / "prepared/x1.npy").read_bytes())
+    data[-1] ^= 0xFF  # same size, other content
+    (tmp / "prepared/x1.npy").write_bytes(bytes(data))
+    partition = tmp / "partition.json"
+    message = _error(lambda: _partition_file(tmp / "prepared", partition), PreparedDataError)
+    assert not partition.exists()
+    return message
+
+
+def _mismatched_partition(tmp: Path) -> str:
+    _tiny_prepared(tmp / "first")
+    partition = _partition_file(tmp / "first", tmp / "partition.json")
+    _tiny_prepared(tmp / "second", x=np.ones((12, 2), np.float32))
+    config = {"target": "b", "seed": 0}
+    return _error(lambda: load_problem(config, str(tmp / "second"), str(partition), "cpu"), CellInputError)
+
+
+def _other_target_partition(tmp: Path) -> str:
+    _tiny_prepared(tmp / "prepared")
+    partition = _partition_file(tmp / "prepared", tmp / "partition.json", target="a")
+    config = {"target": "b", "seed": 0}
+    return _error(lambda: load_problem(config, str(tmp / "prepared"), str(partition), "cpu"), CellInputError)
+
+
+def _manifest(tmp: Path, rows: list[str], header="path,state,label") -> tuple[Path, Path]:
+    images = tmp / "images"
+    for state in ("IL", "NC"):
+        (images / state).mkdir(parents=True, exist_ok=True)
+        for k in range(3):
+            (images / state / f"{k}.png").write_bytes(b"png")
+    manifest = tmp / "manifest.csv"
+    good = [f"{state}/{k}.png,{state},{k}" for state in ("IL", "NC") for k in range(2)]
+    manifest.write_text("\n".join([header, *good, *rows]) + "\n")
+    return manifest, images
+
+
+def _manifest_case(rows, header="path,state,label", domains=None, num_classes=None):
+    def run(tmp: Path) -> str:
+        manifest, images = _manifest(tmp, rows, header)
+        return _error(
+            lambda: read_manifest(manifest, images, "state", "label", [], domains, num_classes=num_classes),
+            ManifestError,
+        )
+
+    return run
+
+
+def _non_finite(value):
+    def run(tmp: Path) -> str:
+        x = np.zeros((12, 2), np.float32)
+        x[3, 1] = value
+        prepared = _tiny_prepared(tmp / "prepared", x=x)
+        partition = get_partitioner("labelled_target").split(prepared, "b", 0, {"target_labelled": 4})
+        return _error(lambda: build_problem(prepared, partition, "cpu"), ValueError)
+
+    return run
+
+
+def _empty_client(tmp: Path) -> str:
+    x, y = np.zeros((20, 1), np.float32), np.array([0] * 18 + [1] * 2)  # class 1: 2 samples for ~4 clients
+    domains = {"train": DomainArrays(x, y), "test": DomainArrays(x, y)}
+    PreparedDataset("fashion_mnist", "classification", 2, (1,), domains).save(tmp / "prepared")
+    output = tmp / "partition.json"
+    options = {"clients": 10, "split": "label1", "target_share": "iid", "target_labelled": 1}
+    with pytest.raises(SystemExit) as caught:
+        main(
+            [
+                "partition",
+                "--prepared",
+                str(tmp / "prepared"),
+                "--target=noise0.2",
+                "--seed",
+                "0",
+                "--partitioner",
+                "feature_noise",
+                "--options",
+                json.dumps(options),
+                "--output",
+                str(output),
+            ]
+        )
+    assert not output.exists()
+    return str(caught.value)
+
+
+def _zero_labelled(tmp: Path) -> str:
+    prepared = _tiny_prepared(tmp / "prepared")
+    return _error(
+        lambda: get_partitioner("labelled_target").split(prepared, "b", 0, {"target_labelled": 0.01}), ValueError
+    )
+
+
+def _unwritable_results(tmp: Path) -> str:
+    _tiny_prepared(tmp / "prepared")
+    partition = _partition_file(tmp / "prepared", tmp / "partition.json")
+    (tmp / "results").write_text("a file where the results folder should be")
+    cell = validate_params(copy.deepcopy(SHIPPED)).cell("colored_digits", "fedgp", "+90", 0).config
+    with pytest.raises(SystemExit) as caught:
+        main(
+            [
+                "train",
+                "--cell",
+                json.dumps(cell),
+                "--prepared",
+                str(tmp / "prepared"),
+                "--partition",
+                str(partition),
+                "--output",
+                str(tmp / "results/cell.json"),
+            ]
+        )
+    return str(caught.value)
+
+
+def _full_disk(tmp: Path) -> str:
+    target = tmp / "cell.json"
+    write_json_atomic(target, {"status": "complete", "final": 0.5})
+    before = target.read_bytes()
+    write_text = Path.write_text
+
+    def fills_the_disk(self, text, *args, **kwargs):
+        write_text(self, text[:10], *args, **kwargs)  # part of the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    Path.write_text = fills_the_disk
+    try:
+        message = _error(lambda: write_json_atomic(target, {"status": "complete", "final": 0.7}), OSError)
+    finally:
+        Path.write_text = write_text
+    assert target.read_bytes() == before  # the finished file is untouched
+    assert [p.name for p in tmp.iterdir()] == ["cell.json"]  # no partial file left behind
+    return message
+
+
+CASES = [
+    Case(
+        "unknown suite", r"suite: 'dem' is not defined; allowed values: demo", _params(lambda r: r.update(suite="dem"))
+    ),
+    Case(
+        "unknown method",
+        r"suites\.demo\.methods\[\d+\]: unknown method 'fedgpp'; allowed values: ",
+        _params(lambda r: _demo(r)["methods"].append("fedgpp")),
+    ),
+    Case(
+        "unknown dataset",
+        r"experiments\.colored_digits\.dataset: 'colored' is not allowed; allowed values: ",
+        _params(lambda r: _experiment(r).update(dataset="colored")),
+    ),
+    Case(
+        "unknown target",
+        r"targets\[0\]: '\+45' is not a target of colored_digits; allowed: \+90, \+80, -90",
+        _params(lambda r: _experiment(r).update(targets=["+45"])),
+    ),
+    Case(
+        "unknown experiment in a table",
+        r"tables\.table1\.experiments\[0\]: unknown experiment 'nope'; allowed values: ",
+        _params(lambda r: _demo(r)["tables"]["table1"].update(experiments=["nope"])),
+    ),
+    Case(
+        "unknown key",
+        r"\(top level\): unknown key\(s\) 'sweet'; allowed keys: ",
+        _params(lambda r: r.update(sweet="demo")),
+    ),
+    Case(
+        "wrong type",
+        r"suites\.demo\.train\.rounds: 'ten' has the wrong type; expected integer",
+        _params(lambda r: _train(r).update(rounds="ten")),
+    ),
+    Case(
+        "β out of range",
+        r"methods\.fedgp\.beta: 1\.5 is greater than the maximum of 1",
+        _params(lambda r: r["methods"].update(fedgp={"beta": 1.5})),
+    ),
+    Case(
+        "fraction out of range",
+        r"partition\.holdout_fraction: 1\.5 is greater than or equal to the maximum of 1",
+        _params(lambda r: _experiment(r).update(partition={"holdout_fraction": 1.5})),
+    ),
+    Case(
+        "zero rounds",
+        r"suites\.demo\.train\.rounds: 0 is less than the minimum of 1",
+        _params(lambda r: _train(r).update(rounds=0)),
+    ),
+    Case(
+        "negative seed",
+        r"suites\.demo\.seeds\[0\]: -1 is less than the minimum of 0",
+        _params(lambda r: _demo(r).update(seeds=[-1])),
+    ),
+    Case("no seeds", r"suites\.demo\.seeds: \[\] should be non-empty", _params(lambda r: _demo(r).update(seeds=[]))),
+    Case(
+        "negative batch size",
+        r"suites\.demo\.train\.source_batch_size: -5 is less than the minimum of 0",
+        _params(lambda r: _train(r).update(source_batch_size=-5)),
+    ),
+    Case(
+        "a suite with no experiments",
+        r"suites\.demo\.experiments: \{\} should be non-empty",
+        _params(lambda r: _demo(r).update(experiments={})),
+    ),
+    Case(
+        "a name with shell metacharacters",
+        r"suites\.demo\.experiments: name 'a;rm -rf' is not allowed \(letters, digits and _ \. \+ - only",
+        _params(_rename_experiment("a;rm -rf")),
+    ),
+    Case(
+        "a name with a space",
+        r"name 'a b' is not allowed \(letters, digits",
+        _params(_rename_experiment("a b")),
+    ),
+    Case("a name with ../", r"name '\.\./x' is not allowed", _params(_rename_experiment("../x"))),
+    Case(
+        "zero labelled target samples (params)",
+        r"partition\.target_labelled: 0 is less than or equal to the minimum of 0",
+        _params(lambda r: _experiment(r).update(partition={"target_labelled": 0})),
+    ),
+    Case(
+        "a suite named like a results folder",
+        r"suites\.cells: the name is taken by results/cells/; rename the suite",
+        _params(lambda r: r["suites"].update(cells=r["suites"]["demo"])),
+    ),
+    Case(
+        "a missing raw file",
+        r"MNIST/raw/train-images-idx3-ubyte\.gz(.|\n)*How to get it: torchvision\.datasets\.MNIST",
+        _missing_raw,
+    ),
+    Case("a raw file with a wrong checksum", r"corrupt or unexpected files:\n  raw/a\.gz: sha256", _raw_checksum),
+    Case(
+        "truncated prepared data",
+        r"x0\.npy is truncated or was edited \(\d+ bytes, expected \d+ bytes\); delete .* and rerun `fdabench "
+        r"prepare`",
+        _truncated_prepared,
+    ),
+    Case(
+        "edited prepared data",
+        r"x1\.npy changed since it was written; delete .* and rerun `fdabench prepare`",
+        _edited_prepared,
+    ),
+    Case(
+        "a partition that does not match its prepared data",
+        r"was made from other prepared data than .*; rerun its partition job",
+        _mismatched_partition,
+    ),
+    Case(
+        "another cell's partition",
+        r"partition .* is for target a seed 0, not this cell",
+        _other_target_partition,
+    ),
+    Case(
+        "manifest: missing columns",
+        r"missing column\(s\) path; it has file, state, label",
+        _manifest_case([], header="file,state,label"),
+    ),
+    Case(
+        "manifest: absolute path",
+        r"paths must be relative and stay inside image_root .*; rows \[4\]",
+        _manifest_case(["/abs/x.png,IL,0"]),
+    ),
+    Case(
+        "manifest: path escaping the image root",
+        r"paths must be relative and stay inside image_root .*; rows \[4\]",
+        _manifest_case(["../../etc/passwd,IL,0"]),
+    ),
+    Case(
+        "manifest: duplicate ids",
+        r"duplicate ids in column 'path': \['IL/0\.png'\]; rows \[0, 4\]",
+        _manifest_case(["IL/0.png,NC,1"]),
+    ),
+    Case(
+        "manifest: unknown label values",
+        r"unknown label values \[7\] in column 'label' \(num_classes = 2: 0\.\.1\); rows \[4\]",
+        _manifest_case(["IL/2.png,IL,7"], num_classes=2),
+    ),
+    Case(
+        "manifest: empty domain",
+        r"domain\(s\) \['CA'\] have no rows in column 'state'; present: \['IL', 'NC'\]",
+        _manifest_case([], domains=["IL", "NC", "CA"]),
+    ),
+    Case(
+        "NaN features",
+        r"client a \(domain a\) has 1 non-finite input values \(NaN or infinite\); clean the raw data",
+        _non_finite(np.nan),
+    ),
+    Case("infinite features", r"has 1 non-finite input values \(NaN or infinite\)", _non_finite(np.inf)),
+    Case(
+        "an empty client",
+        r"leaves source client\d+(, source client\d+)* without samples; use fewer clients",
+        _empty_client,
+    ),
+    Case(
+        "a target with zero labelled samples (data)",
+        r"target_labelled = 0\.01 selects 0 of 11 samples; need between 1 and 11",
+        _zero_labelled,
+    ),
+    Case(
+        "an unwritable results folder",
+        r"cannot write .*cell\.json \(.*\); make .* writable or choose another results folder\. Nothing was trained",
+        _unwritable_results,
+    ),
+    Case(
+        "a full disk during a cell write",
+        r"could not write .*cell\.json: No space left on device; free space or fix permissions and rerun \(an earlier "
+        r"file there, if any, is untouched\)",
+        _full_disk,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_bad_input_gets_a_clear_message(case, tmp_path):
+    message = case.run(tmp_path)
+    assert re.search(case.message, message), f"{case.name}: {message}"
+
+
+def test_the_catalogue_is_large_and_listed_in_the_readme():
+    assert len(CASES) >= 25 and len({case.name for case in CASES}) == len(CASES)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
+    listed = re.findall(r"^\| ([^|]+?) \|", section, re.MULTILINE)[1:]  # skip the header
+    assert listed == [case.name for case in CASES]

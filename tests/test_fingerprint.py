@@ -1,0 +1,145 @@
+"""Code fingerprints (fdabench.fingerprint): a change to code a job depends on changes its fingerprint; a
+comment, docstring or formatting change, or a change to code it does not reach, does not."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import fdabench
+from fdabench.config import validate_params
+from fdabench.fingerprint import (
+    _Graph,
+    cell_fingerprint,
+    cell_roots,
+    code_fingerprint,
+    normalised_source,
+    partition_roots,
+    prepare_roots,
+)
+
+INSTALLED = Path(fdabench.__file__).resolve().parent
+
+PARAMS = validate_params(
+    {
+        "suite": "fp",
+        "suites": {
+            "fp": {
+                "seeds": [0],
+                "methods": ["source_only", "fedgp", "fedda_auto", "dadil_e"],
+                "experiments": {
+                    "digits": {"dataset": "colored_digits", "targets": ["-90"]},
+                    "synthetic": {"dataset": "synthetic_regression", "targets": ["s1-n14"], "methods": ["fedda"]},
+                },
+            }
+        },
+    }
+)
+
+
+def _config(experiment, method):
+    target = "-90" if experiment == "digits" else "s1-n14"
+    return PARAMS.cell(experiment, method, target, 0).config
+
+
+def _edited(tmp_path: Path, name: str, module: str, edit) -> Path:
+    """A copy of the package with `edit(text) -> text` applied to `module` (a path under the package)."""
+    package = tmp_path / name / "fdabench"
+    shutil.copytree(INSTALLED, package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / module
+    path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return package
+
+
+def _digests(package: Path) -> dict[tuple[str, str], str]:
+    cells = [("digits", m) for m in ("source_only", "fedgp", "fedda_auto", "dadil_e")] + [("synthetic", "fedda")]
+    return {cell: cell_fingerprint(_config(*cell), package).digest for cell in cells}
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    return _digests(_edited(tmp_path_factory.mktemp("base"), "copy", "io.py", lambda text: text))
+
+
+def test_a_copy_of_the_package_has_the_installed_fingerprints(baseline):
+    assert baseline == _digests(INSTALLED)
+    assert len(set(baseline.values())) == len(baseline)  # every cell here depends on different code
+
+
+def test_comments_docstrings_and_formatting_do_not_change_a_fingerprint(tmp_path, baseline):
+    def cosmetic(text):
+        text = text.replace('"""FedGP:', '"""FedGP, reworded:', 1)  # a docstring
+        text = text.replace("\ndef fedgp(", "\n# a new comment\n\n\ndef fedgp(", 1)
+        return text.replace("    flat = flatten_updates(", "    flat = flatten_updates (", 1)  # spacing
+
+    package = _edited(tmp_path, "cosmetic", "aggregation.py", cosmetic)
+    assert (package / "aggregation.py").read_text() != (INSTALLED / "aggregation.py").read_text()
+    assert _digests(package) == baseline
+
+
+def test_a_change_to_shared_round_loop_code_changes_every_round_loop_cell(tmp_path, baseline):
+    package = _edited(
+        tmp_path, "loop", "federation/rounds.py", lambda t: t.replace("COUNT_BYTES = 8", "COUNT_BYTES = 4")
+    )
+    after = _digests(package)
+    changed = {cell for cell in baseline if after[cell] != baseline[cell]}
+    assert changed == set(baseline)  # every method here runs the round loop (DaDiL's encoder too)
+    fingerprint = cell_fingerprint(_config("digits", "fedgp"), package)
+    before = cell_fingerprint(_config("digits", "fedgp"))
+    assert [m for m in fingerprint.modules if fingerprint.modules[m] != before.modules[m]] == [
+        "fdabench.federation.rounds"
+    ]
+
+
+def test_a_change_to_one_method_changes_only_its_cells(tmp_path, baseline):
+    package = _edited(tmp_path, "fedgp", "methods/fda.py", lambda t: t + "\nEXTRA_CONSTANT = 1\n")
+    after = _digests(package)
+    assert {cell for cell in baseline if after[cell] != baseline[cell]} == {
+        ("digits", "fedgp"),
+        ("digits", "fedda_auto"),  # auto-weighting imports FedGP's combination and scale alignment
+        ("synthetic", "fedda"),
+    }
+
+
+def test_a_change_to_one_dataset_changes_only_its_cells_and_report_code_changes_none(tmp_path, baseline):
+    digits = _edited(tmp_path, "digits", "data/digits.py", lambda t: t + "\nEXTRA_CONSTANT = 1\n")
+    after = _digests(digits)
+    assert {cell for cell in baseline if after[cell] != baseline[cell]} == {c for c in baseline if c[0] == "digits"}
+    report = _edited(tmp_path, "report", "report/tables.py", lambda t: t + "\nEXTRA_CONSTANT = 1\n")
+    assert _digests(report) == baseline
+
+
+def test_roots_are_the_modules_of_the_registered_components():
+    config = _config("digits", "fedgp")
+    assert cell_roots(config) == [
+        "fdabench.runner",
+        "fdabench.models.small",
+        "fdabench.data.partition",
+        "fdabench.data.digits",
+        "fdabench.methods.fda",
+    ]
+    assert prepare_roots("colored_digits") == ["fdabench.data.digits"]
+    assert partition_roots("synthetic_regression", "shift_and_subsample") == [
+        "fdabench.data.partition",
+        "fdabench.data.synthetic",
+    ]
+    prepare = code_fingerprint(prepare_roots("colored_digits"))
+    assert "fdabench.federation.rounds" not in prepare.modules and "fdabench.data.digits" in prepare.modules
+
+
+def test_imports_resolve_to_the_module_that_defines_the_name():
+    graph = _Graph(INSTALLED)
+    assert graph.defining_module("fdabench.data", "Partition") == "fdabench.data.partition"
+    assert graph.defining_module("fdabench.methods", "METHODS") == "fdabench.methods.base"
+    assert graph.defining_module("fdabench", "paths") == "fdabench.paths"
+    assert graph.defining_module("fdabench.aggregation", "fedgp") == "fdabench.aggregation"
+    # a package's re-exports do not pull in every member: the runner does not reach unrelated methods
+    reached = graph.closure(["fdabench.runner"])
+    assert "fdabench.methods.base" in reached and "fdabench.methods.dadil" not in reached
+
+
+def test_normalised_source_ignores_documentation_and_layout_only():
+    plain = normalised_source("def f(x):\n    return x + 1\n")
+    assert plain == normalised_source('"""Module."""\n\n\ndef f(x):  # add one\n    """Doc."""\n    return (x+1)\n')
+    assert plain != normalised_source("def f(x):\n    return x + 2\n")
+    assert normalised_source('def f():\n    """Only a docstring."""\n') == normalised_source("def f():\n    pass\n")

@@ -1,0 +1,82 @@
+"""`fdabench status`: each cell is current, stale (other configuration or code), failed (a log with an error
+and no result) or missing; what is not current says why."""
+
+import json
+from pathlib import Path
+
+from fdabench.config import validate_params
+from fdabench.fingerprint import cell_fingerprint
+from fdabench.status import cell_state, format_status, suite_status
+
+PARAMS = validate_params(
+    {
+        "suite": "st",
+        "suites": {
+            "st": {
+                "seeds": [0],
+                "methods": ["source_only", "fedgp"],
+                "experiments": {"digits": {"dataset": "colored_digits", "targets": ["-90", "+90"]}},
+            }
+        },
+    }
+)
+
+
+def _write(root: Path, cell, **changes):
+    result = {
+        "status": "complete",
+        "config": cell.config,
+        "code": cell_fingerprint(cell.config).to_json(),
+        **changes,
+    }
+    path = root / cell.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+
+
+def _log(root: Path, cell) -> Path:
+    return root / cell.log_path
+
+
+def test_each_state_and_its_reason(tmp_path):
+    cells = list(PARAMS.cells())
+    assert len(cells) == 4
+    current, other_config, other_code, failed = cells
+    _write(tmp_path, current)
+    _write(tmp_path, other_config, config={**other_config.config, "seed": 7})
+    code = cell_fingerprint(other_code.config).to_json()
+    code["fingerprint"] = "0" * 16
+    code["modules"]["fdabench.aggregation"] = "f" * 16
+    _write(tmp_path, other_code, code=code)
+    log = _log(tmp_path, failed)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("round 1/3\nTraceback (most recent call last):\nRuntimeError: CUDA out of memory\n")
+
+    states = {state.cell.path: state for state in suite_status(PARAMS, tmp_path)}
+    assert states[current.path].state == "current" and states[current.path].reason == ""
+    assert (
+        states[other_config.path].state == "stale" and states[other_config.path].reason == "configuration changed: seed"
+    )
+    assert states[other_code.path].state == "stale"
+    assert states[other_code.path].reason == "code changed: fdabench.aggregation"
+    assert states[failed.path].state == "failed"
+    assert states[failed.path].reason == f"RuntimeError: CUDA out of memory (log: {log})"
+
+    text = format_status(PARAMS, list(states.values()))
+    assert text.splitlines()[0] == "suite st: 4 cells: 1 current, 2 stale, 1 failed, 0 missing"
+    assert current.path not in text and other_code.path in text
+
+
+def test_missing_unreadable_and_unfinished_results(tmp_path):
+    first, second, third, _ = PARAMS.cells()
+    assert cell_state(first, tmp_path).state == "missing"
+    _log(tmp_path, first).parent.mkdir(parents=True, exist_ok=True)
+    _log(tmp_path, first).write_text("round 1/3\nround 2/3\n")  # a log without an error: still running, or killed
+    assert cell_state(first, tmp_path).state == "missing"
+    path = tmp_path / second.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"status": "compl')
+    state = cell_state(second, tmp_path)
+    assert state.state == "stale" and state.reason.startswith("unreadable result")
+    _write(tmp_path, third, status="running")
+    assert cell_state(third, tmp_path).reason == "result status 'running', not complete"
