@@ -52,7 +52,13 @@ def main() -> int:
     parser.add_argument(
         "--modules",
         nargs="+",
-        default=["fdabench.aggregation", "fdabench.dictionary"],
+        default=[
+            "fdabench.aggregation",
+            "fdabench.dictionary",
+            "fdabench.data.partition",
+            "fdabench.federation.rounds",
+            "fdabench.methods.auto",
+        ],
         help="modules to mutate (of [tool.mutmut] only_mutate); CI runs the default",
     )
     args = parser.parse_args()

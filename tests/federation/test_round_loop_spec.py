@@ -1,0 +1,244 @@
+"""The round loop's contract with a method (Algorithm 1; `fdabench.federation.rounds`), clause by clause:
+what it hands the method, which settings are in force when, where the server step goes, what happens to
+buffers, what it records, and that every client's random stream is its own. A probe method records what
+the loop gives it and returns server steps the test chooses."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from fdabench.federation.client import Proximal, loss_function
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.protocol import Aggregate
+from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods import get_method
+from fdabench.methods.base import RoundLoopMethod
+from tiny import TINY_TRAIN
+
+CPU = torch.device("cpu")
+SETTINGS = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 2, "warmup_rounds": 1})
+
+
+@pytest.fixture(scope="module")
+def problem(digits_problem):
+    return digits_problem("+80")
+
+
+class Probe(RoundLoopMethod):
+    """Records what the loop hands it; its server step is the target's update, or `steps[round]`."""
+
+    name = "probe"
+
+    def __init__(self, steps=None, fda_lr=None, proximal=None, **rules):
+        super().__init__()
+        for key, value in rules.items():
+            setattr(self, key, value)
+        self.steps, self.fda_lr, self.proximal = steps, fda_lr, proximal
+        self.prepared, self.inputs, self.contexts, self.source_calls, self.source_buffers = [], [], [], [], {}
+        self.target_buffers = None
+
+    def prepare_model(self, model, problem):
+        self.prepared.append((model, problem))
+        return model
+
+    def fda_settings(self, settings):
+        if self.fda_lr is None:
+            return settings
+        return replace(settings, source_lr=self.fda_lr, target_lr=self.fda_lr)
+
+    def source_batch_loss(self, loss_fn):
+        self.loss_fn = loss_fn
+
+        def loss(net, client, index):
+            value = loss_fn(net(client.inputs(index)), client.labels(index))
+            self.source_calls.append(client.name)
+            self.source_buffers[client.name] = [b.detach().clone() for b in net.buffers()]
+            return value
+
+        return loss
+
+    def local_proximal(self):
+        return self.proximal
+
+    def target_observer(self, context):
+        self.contexts.append(context)
+
+        def on_step(update):
+            self.target_buffers = [b.detach().clone() for b in context.space.model.buffers()]
+
+        return on_step, None
+
+    def aggregate(self, inputs):
+        self.inputs.append(inputs)
+        if self.steps is not None:
+            return Aggregate(self.steps[len(self.inputs) - 1].clone())
+        return Aggregate(inputs.target_update)
+
+
+def test_the_loop_hands_the_method_its_model_problem_task_loss_and_round_inputs(problem):
+    probe = Probe(warmup=True)
+    history = run_rounds(probe, problem, SETTINGS, 0, CPU)
+    [(model, given)] = probe.prepared
+    assert given is problem
+    logits, labels = torch.randn(5, 10), torch.tensor([0, 1, 2, 3, 4])
+    assert torch.equal(probe.loss_fn(logits, labels), loss_function("classification")(logits, labels))
+    space = ParameterSpace(model)
+    assert len(probe.inputs) == 2  # FDA rounds only: warm-up rounds are FedAvg's
+    for index, inputs in enumerate(probe.inputs, start=1):
+        assert inputs.round_index == index
+        assert inputs.layer_sizes == space.layer_sizes and inputs.layer_names == space.layer_names
+        assert inputs.source_names == tuple(s.name for s in problem.sources)
+        assert inputs.source_counts.tolist() == [len(s) for s in problem.sources]
+        assert inputs.source_updates.shape == (len(problem.sources), space.size)
+    # the method's batch loss is every source's, in every round; the target keeps the task loss
+    steps_per_round = sum(-(-len(s) // SETTINGS.source_batch_size) for s in problem.sources)
+    assert len(probe.source_calls) == 3 * steps_per_round
+    assert set(probe.source_calls) == {s.name for s in problem.sources}
+    assert history["metric"] == "accuracy" and history["sources"] == [s.name for s in problem.sources]
+    assert history["layer_names"] == list(space.layer_names) and history["model_size"] == space.size
+
+
+def test_the_target_trains_on_the_split_the_method_names(problem):
+    labelled, everything = Probe(target_split="labelled"), Probe(target_split="all")
+    run_rounds(labelled, problem, SETTINGS, 0, CPU)
+    run_rounds(everything, problem, SETTINGS, 0, CPU)
+    assert [len(c.data) for c in labelled.contexts] == [len(problem.target_labelled)] * 2
+    assert [len(c.data) for c in everything.contexts] == [len(problem.target_all())] * 2
+    assert len(problem.target_all()) > len(problem.target_labelled)
+    nobody = Probe(target_split=None, sources_train=False)
+    with pytest.raises(ValueError, match="^probe: no client trains$"):
+        run_rounds(nobody, problem, SETTINGS, 0, CPU)
+
+
+def test_warmup_rounds_use_the_experiments_settings_and_fda_rounds_the_methods(problem):
+    settings = replace(SETTINGS, warmup_rounds=2, rounds=2)
+    model = build_cell_model(problem, settings, 0, CPU)
+    start = ParameterSpace(model).get()
+    after_round = []
+    probe = Probe(warmup=True, fda_lr=0.0)  # nothing moves in FDA rounds
+    history = run_rounds(
+        probe,
+        problem,
+        settings,
+        0,
+        CPU,
+        on_round=lambda r, n: after_round.append(ParameterSpace(model).get()),
+        model=model,
+    )
+    assert [r["phase"] for r in history["rounds"]] == ["warmup", "warmup", "fda", "fda"]
+    assert not torch.equal(after_round[0], start) and not torch.equal(after_round[1], after_round[0])
+    assert torch.equal(after_round[3], after_round[1])
+    for inputs in probe.inputs:
+        assert inputs.settings.source_lr == inputs.settings.target_lr == 0.0
+        assert not inputs.source_updates.any() and not inputs.target_update.any()
+
+
+def test_only_methods_with_warmup_and_sources_get_warmup_rounds(problem):
+    settings = replace(SETTINGS, warmup_rounds=2, rounds=1)
+    phases = {}
+    for label, probe in {
+        "no warmup": Probe(warmup=False),
+        "warmup, no sources": Probe(warmup=True, sources_train=False),
+        "warmup": Probe(warmup=True),
+    }.items():
+        phases[label] = [r["phase"] for r in run_rounds(probe, problem, settings, 0, CPU)["rounds"]]
+    assert phases == {"no warmup": ["fda"], "warmup, no sources": ["fda"], "warmup": ["warmup", "warmup", "fda"]}
+
+
+@pytest.mark.parametrize("momentum, server_lr", [(0.0, 1.0), (0.0, 0.3), (0.5, 0.7)])
+def test_the_server_step_is_applied_with_server_lr_and_momentum(problem, momentum, server_lr):
+    settings = replace(SETTINGS, warmup_rounds=0, rounds=3, server_momentum=momentum, server_lr=server_lr)
+    model = build_cell_model(problem, settings, 0, CPU)
+    theta = ParameterSpace(model).get()
+    direction = torch.linspace(-1, 1, theta.numel())
+    steps = [direction * (r + 1) for r in range(3)]
+    run_rounds(Probe(steps=steps), problem, settings, 0, CPU, model=model)
+    velocity = torch.zeros_like(theta)
+    for step in steps:  # v <- mu v + step; theta <- theta + server_lr v (DESIGN.md, rounds.py docstring)
+        velocity = momentum * velocity + step
+        theta = theta + server_lr * velocity
+    assert torch.allclose(ParameterSpace(model).get(), theta, atol=1e-5)
+
+
+def test_a_strong_proximal_pull_keeps_every_client_at_its_start(problem):
+    free, pulled = Probe(warmup=True), Probe(warmup=True, proximal=Proximal(mu=1e9))
+    run_rounds(free, problem, SETTINGS, 0, CPU)
+    run_rounds(pulled, problem, SETTINGS, 0, CPU)
+    for a, b in zip(free.inputs, pulled.inputs):
+        assert a.source_updates.abs().max() > 1e-3 and a.target_update.abs().max() > 1e-3
+        assert b.source_updates.abs().max() < 1e-6 and b.target_update.abs().max() < 1e-6
+
+
+class _NormalisedMLP(nn.Module):
+    def __init__(self, inputs: int, outputs: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Flatten(), nn.Linear(inputs, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, outputs)
+        )
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def test_buffers_are_the_sources_weighted_average_in_warmup_and_the_targets_after_it_trains(problem):
+    torch.manual_seed(0)
+    model = _NormalisedMLP(int(torch.tensor(problem.input_shape).prod()), problem.num_outputs)
+    seen = []
+    probe = Probe(warmup=True)
+
+    def after_round(record, total):
+        buffers = [b.detach().clone() for b in model.buffers()]
+        counts = torch.tensor([len(s) for s in problem.sources], dtype=torch.float64)
+        sources = [probe.source_buffers[s.name] for s in problem.sources]
+        seen.append((record["phase"], buffers, sources, counts, probe.target_buffers))
+
+    run_rounds(probe, problem, SETTINGS, 0, CPU, on_round=after_round, model=model)
+    assert [phase for phase, *_ in seen] == ["warmup", "fda", "fda"]
+    phase, buffers, sources, counts, _ = seen[0]
+    weights = counts / counts.sum()
+    mean = sum(w * s[0].double() for w, s in zip(weights, sources))
+    assert torch.allclose(buffers[0].double(), mean, atol=1e-6)  # running mean: sample-weighted
+    assert not torch.allclose(sources[0][0], sources[1][0])  # (the sources do differ)
+    assert buffers[2] == max(s[2] for s in sources)  # the batch counter: the largest
+    for _, buffers, _, _, target in seen[1:]:
+        assert all(torch.equal(b, t) for b, t in zip(buffers, target))
+
+
+def test_records_are_handed_to_the_callback_as_they_are_made(problem):
+    calls = []
+    history = run_rounds(Probe(warmup=True), problem, SETTINGS, 0, CPU, on_round=lambda r, n: calls.append((r, n)))
+    assert [r["round"] for r in history["rounds"]] == [0, 1, 2]
+    assert [n for _, n in calls] == [3, 3, 3]
+    assert [r for r, _ in calls] == history["rounds"]
+
+
+def test_client_batches_come_from_their_own_streams_not_the_global_generator(problem):
+    """Two runs from the same initial model give the same numbers whatever the global RNG holds."""
+    results = []
+    for global_seed in (1, 2):
+        model = build_cell_model(problem, SETTINGS, 0, CPU)
+        torch.manual_seed(global_seed)
+        history = run_rounds(get_method("fedda", {"beta": 0.5}), problem, SETTINGS, 0, CPU, model=model)
+        results.append(([r["accuracy"] for r in history["rounds"]], ParameterSpace(model).get()))
+    assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])
+
+
+def test_the_cell_model_is_built_with_the_experiments_model_options(problem):
+    settings = replace(SETTINGS, model="mlp", model_options={"hidden": [7]})
+    inputs = int(torch.tensor(problem.input_shape).prod())
+    model = build_cell_model(problem, settings, 0, CPU)
+    assert ParameterSpace(model).size == inputs * 7 + 7 + 7 * problem.num_outputs + problem.num_outputs
+
+
+def test_local_settings_carry_the_optimiser_to_sources_and_target():
+    settings = replace(
+        SETTINGS, optimizer="sgd", momentum=0.9, weight_decay=1e-3, source_lr=0.1, target_lr=0.2, target_local_epochs=3
+    )
+    source, target = local_settings(settings)
+    for local in (source, target):
+        assert (local.optimizer, local.momentum, local.weight_decay) == ("sgd", 0.9, 1e-3)
+    assert (source.lr, source.batch_size, source.epochs) == (0.1, settings.source_batch_size, settings.local_epochs)
+    assert (target.lr, target.batch_size, target.epochs) == (0.2, settings.target_batch_size, 3)
