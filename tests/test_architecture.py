@@ -27,7 +27,7 @@ LAYERS = (
         "fdabench.status",
     ),
     ("fdabench.report",),
-    ("fdabench.forkserver", "fdabench.cli", "fdabench.__main__"),
+    ("fdabench.forkserver", "fdabench.runlock", "fdabench.cli", "fdabench.__main__"),
 )
 # What the report may read: cell files and the published papers, never params or the registries.
 REPORT_MAY_IMPORT = ("fdabench.cells", "fdabench.io", "fdabench.paper", "fdabench.report")

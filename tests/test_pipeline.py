@@ -120,6 +120,11 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     assert jobs.get("table") == "1" and jobs.get("figure_rounds") == "1"
     assert "partition" not in jobs and "prepare" not in jobs
 
+    # how often cells save checkpoints is not part of their identity: changing it reruns nothing
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "checkpoint_every": 3}))
+    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
+
     # code: a comment reruns nothing; a change to FedGP's module reruns its cells and only those
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
     comment = _source_copy(tmp_path / "comment", repo_root, "methods/fda.py", lambda t: t + "\n# a comment\n")

@@ -123,18 +123,34 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from fdabench.federation.checkpoint import checkpoint_path
     from fdabench.io import write_json_atomic
     from fdabench.runner import CellInputError, run_cell
 
     config = args.cell
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+    if args.checkpoint_every < 0:
+        raise SystemExit(
+            f"fdabench: --checkpoint-every is a number of rounds or 0 (never), not {args.checkpoint_every}"
+        )
     _require_writable(args.output)
+    checkpoint = checkpoint_path(args.output)
     try:
         with _RoundProgress(label) as on_round:
-            result = run_cell(config, args.prepared, args.partition, args.threads, args.device, on_round=on_round)
+            result = run_cell(
+                config,
+                args.prepared,
+                args.partition,
+                args.threads,
+                args.device,
+                on_round=on_round,
+                checkpoint=checkpoint,
+                checkpoint_every=args.checkpoint_every,
+            )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
     write_json_atomic(args.output, result)
+    checkpoint.unlink(missing_ok=True)
     print(
         f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> "
         f"{args.output}"
@@ -375,6 +391,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="save the round loop's state every K rounds beside the output and resume from it when rerun "
+        "(0: never); removed once the result is written",
+    )
     p.set_defaults(handler=cmd_train)
 
     p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")

@@ -7,6 +7,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,11 +15,12 @@ import torch
 from fdabench import __version__
 from fdabench.cells import summarise
 from fdabench.data import Partition, PreparedDataset
+from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.problem import FederatedProblem, build_problem
 from fdabench.federation.records import primary_metric
 from fdabench.federation.settings import TrainSettings
 from fdabench.fingerprint import cell_fingerprint
-from fdabench.io import read_json
+from fdabench.io import canonical_json, read_json
 from fdabench.methods import get_method
 from fdabench.models import resolved_model_options
 from fdabench.theory import initial_quantities
@@ -64,8 +66,12 @@ def run_cell(
     threads: int = 1,
     device: str | None = None,
     on_round: ProgressCallback | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
 ) -> dict[str, Any]:
-    """Train the cell described by its resolved `config`; its result, ready to be written."""
+    """Train the cell described by its resolved `config`; its result, ready to be written. With a
+    `checkpoint` path and `checkpoint_every` > 0, methods that resume save their state there every so many
+    rounds and continue from it when rerun (the caller removes it once the result is written)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     started = time.perf_counter()
     torch.set_num_threads(threads)
@@ -77,10 +83,15 @@ def run_cell(
     problem, partition_hash = load_problem(config, prepared, partition, where)
     settings = TrainSettings.from_dict(config["train"])
     method = get_method(config["algorithm"], config["hparams"])
+    code = cell_fingerprint(config)
+    checkpoints = None
+    if checkpoint is not None and checkpoint_every > 0:
+        identity = {"config": canonical_json(config), "code": code.digest, "device": str(where), "threads": threads}
+        checkpoints = Checkpoints(Path(checkpoint), checkpoint_every, identity)
     train_started, train_cpu_started = time.perf_counter(), time.process_time()
     metric = primary_metric(problem.task)
     progress = None if on_round is None else (lambda record, total: on_round(record, total, metric))
-    history = method.run(problem, settings, config["seed"], where, on_round=progress)
+    history = method.run(problem, settings, config["seed"], where, on_round=progress, checkpoints=checkpoints)
     train_seconds = time.perf_counter() - train_started
     train_cpu_seconds = time.process_time() - train_cpu_started
     result = summarise(config, history, settings.final_rounds)
@@ -96,7 +107,7 @@ def run_cell(
             "device": str(where),
             "threads": threads,
             "partition_hash": partition_hash,
-            "code": cell_fingerprint(config).to_json(),
+            "code": code.to_json(),
             "uses_unlabelled_target": method.uses_unlabelled_target,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         }

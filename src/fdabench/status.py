@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fdabench.config.params import Cell, Params
+from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.fingerprint import cell_fingerprint
 from fdabench.io import read_json
 
@@ -36,7 +37,11 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
     if not result_path.is_file():
         log = root / cell.log_path
         error = _last_error(log)
-        return CellState(cell, "failed", f"{error} (log: {log})") if error else CellState(cell, "missing")
+        if error:
+            return CellState(cell, "failed", f"{error} (log: {log})")
+        if checkpoint_path(result_path).is_file():
+            return CellState(cell, "missing", "interrupted; it resumes from its checkpoint when rerun")
+        return CellState(cell, "missing")
     try:
         result = read_json(result_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -10,6 +10,7 @@ from fdabench import paths
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
 from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
+from fdabench.runlock import RunLockedError, hold_run_lock
 
 try:
     PARAMS = validate_params(config)
@@ -20,6 +21,15 @@ NAME = NAME_PATTERN.strip("^$")
 SUITE = PARAMS.suite_name
 DATA = PARAMS.data_root
 USES_GPU = PARAMS.device == "cuda" or (PARAMS.device == "auto" and shutil.which("nvidia-smi") is not None)
+
+
+onstart:
+    # One run per directory (fdabench.runlock): the profile turns Snakemake's own lock, which a kill -9
+    # leaves stale, off; this one is released whenever its holder exits.
+    try:
+        hold_run_lock()
+    except RunLockedError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def _alternatives(names):

@@ -15,10 +15,13 @@ rule train:
     threads: PARAMS.threads_per_cell
     resources:
         gpu=1 if USES_GPU else 0,
+        # a resource, not a parameter: how often a cell saves its state does not change its result, so
+        # changing it reruns nothing
+        checkpoint_every=PARAMS.checkpoint_every,
     log:
         log("train"),
     conda:
         "../envs/fdabench.yaml"
     shell:
         "fdabench train --cell {params.cell:q} --prepared {input.prepared} --partition {input.partition} "
-        "--output {output} --threads {threads} > {log} 2>&1"
+        "--output {output} --threads {threads} --checkpoint-every {resources.checkpoint_every} > {log} 2>&1"

@@ -62,6 +62,7 @@ class Params:
         self.suite: dict[str, Any] = raw["suites"][self.suite_name]
         self.device: str = raw.get("device", "auto")
         self.threads_per_cell: int = raw.get("threads_per_cell", 1)
+        self.checkpoint_every: int = raw.get("checkpoint_every", 0)
         data = raw.get("data") or {}
         self.data_root: str = data.get("root", "data")
         self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None

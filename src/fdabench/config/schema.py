@@ -157,6 +157,12 @@ def params_schema() -> dict[str, Any]:
                 "suite": _name("the suite that snakemake and dvc build"),
                 "device": {"enum": ["auto", "cpu", "cuda"], "description": "auto = CUDA when available, else CPU"},
                 "threads_per_cell": {"type": "integer", "minimum": 1, "description": "CPU threads of one training job"},
+                "checkpoint_every": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "round-loop cells save their state every this many rounds and resume from it "
+                    "when rerun after an interruption (0: never); not part of a cell's identity",
+                },
                 "data": object_schema(
                     {
                         "root": {"type": "string", "description": "where prepared data and partitions are written"},

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from fdabench.aggregation import fedavg
+from fdabench.federation.checkpoint import Checkpoints, random_state, restore_random_state
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
@@ -63,10 +64,12 @@ def run_rounds(
     device: torch.device,
     on_round: RoundCallback | None = None,
     model: torch.nn.Module | None = None,
+    checkpoints: Checkpoints | None = None,
 ) -> dict[str, Any]:
     """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) is
     trained in place and ends up holding the final global parameters, for methods that continue from
-    them (Finetune_Offline, FedDaDiL's encoder)."""
+    them (Finetune_Offline, FedDaDiL's encoder). With `checkpoints`, the loop's state is saved every
+    `checkpoints.every` rounds and a run continues from a saved state of the same cell, bit for bit."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
@@ -93,8 +96,19 @@ def run_rounds(
     velocity = None  # server momentum buffer
     source_loss = method.source_batch_loss(loss_fn)
     proximal = method.local_proximal()
-    records = []
-    for round_index in range(total_rounds):
+    records: list[dict[str, Any]] = []
+    first_round = 0
+    saved = checkpoints.load() if checkpoints is not None else None
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        global_params = space.get()
+        velocity = None if saved["velocity"] is None else saved["velocity"].to(device)
+        for generator, state in zip(generators, saved["generators"]):
+            generator.set_state(state)
+        restore_random_state(saved["random"], device)
+        method.restore_round_state(saved["method"])
+        records, first_round = saved["records"], saved["next_round"]
+    for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
         phase = "warmup" if round_index < warmup_rounds else "fda"
         in_force = settings if phase == "warmup" else fda_settings
@@ -161,6 +175,18 @@ def run_rounds(
         metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
         record = round_record(round_index, phase, metrics, uplink, downlink, started, **aggregate.log)
         records.append(record)
+        if checkpoints is not None and checkpoints.due(round_index, total_rounds):
+            checkpoints.save(
+                {
+                    "next_round": round_index + 1,
+                    "model": model.state_dict(),
+                    "velocity": velocity,
+                    "generators": [generator.get_state() for generator in generators],
+                    "random": random_state(device),
+                    "method": method.round_state(),
+                    "records": records,
+                }
+            )
         if on_round is not None:
             on_round(record, total_rounds)
     return {

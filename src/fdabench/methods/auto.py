@@ -104,6 +104,12 @@ class AutoWeighted(RoundLoopMethod):
     def combine(self, inputs: RoundInputs, betas: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def round_state(self) -> dict[str, Any]:
+        return {} if self._fixed is None else {"betas": self._fixed[0], "estimates": self._fixed[1]}
+
+    def restore_round_state(self, state: dict[str, Any]) -> None:
+        self._fixed = (state["betas"], state["estimates"]) if state else None
+
 
 def gradient_batch_updates(context: TargetContext, batch_size: int):
     """−lr_T ∇ℓ_b(θ) for disjoint random batches of `batch_size` target samples at the round's start."""

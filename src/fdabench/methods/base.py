@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.protocol import Aggregate, RoundInputs, TargetContext
@@ -37,6 +38,8 @@ class Method(ABC):
     #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
+    #: whether an interrupted run continues from its last checkpoint (round-loop methods) or starts over
+    resumes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -63,10 +66,12 @@ class Method(ABC):
         seed: int,
         device: torch.device,
         on_round: Callable[[dict[str, Any], int], None] | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> dict[str, Any]:
         """Train and evaluate; return {"metric": name, "rounds": [per-round records], ...}.
 
-        `on_round(record, total_rounds)` is called after every round (progress display)."""
+        `on_round(record, total_rounds)` is called after every round (progress display). Methods that
+        `resume` save their state to `checkpoints` and continue from it; the others start over."""
 
 
 class RoundLoopMethod(Method):
@@ -85,9 +90,10 @@ class RoundLoopMethod(Method):
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
     target_receives_source_updates: ClassVar[bool] = False
+    resumes = True
 
-    def run(self, problem, settings, seed, device, on_round=None):
-        return run_rounds(self, problem, settings, seed, device, on_round)
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
+        return run_rounds(self, problem, settings, seed, device, on_round, checkpoints=checkpoints)
 
     def fda_settings(self, settings: TrainSettings) -> TrainSettings:
         """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
@@ -118,6 +124,13 @@ class RoundLoopMethod(Method):
     @abstractmethod
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         """The server's step for an FDA round."""
+
+    def round_state(self) -> dict[str, Any]:
+        """What the method carries from round to round (saved in checkpoints); default: nothing."""
+        return {}
+
+    def restore_round_state(self, state: dict[str, Any]) -> None:
+        """Continue from `round_state()` of an interrupted run."""
 
 
 METHODS: Registry[type[Method]] = Registry("method")

@@ -277,7 +277,15 @@ class FedDaDiL(Method):
         """Class probabilities of the target's test samples."""
         raise NotImplementedError
 
-    def run(self, problem: FederatedProblem, settings: TrainSettings, seed: int, device: torch.device, on_round=None):
+    def run(
+        self,
+        problem: FederatedProblem,
+        settings: TrainSettings,
+        seed: int,
+        device: torch.device,
+        on_round=None,
+        checkpoints=None,
+    ):
         if problem.task != "classification":
             raise ValueError(f"{self.name} needs a classification task, not {problem.task}")
         hp = self.hparams

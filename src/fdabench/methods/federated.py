@@ -65,7 +65,7 @@ class FinetuneOffline(Method):
         epochs = self.hparams["finetune_epochs"]
         return settings.rounds * settings.target_local_epochs if epochs is None else epochs
 
-    def run(self, problem, settings, seed, device, on_round=None):
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         epochs = self.finetune_epochs(settings)
         total_rounds = settings.rounds + epochs
         progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))

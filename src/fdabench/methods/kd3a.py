@@ -170,7 +170,7 @@ class KD3A(Method):
     }
     # KD3A: gate 0.8 → 0.95; mixup a = 0.2 (the mixup paper's ImageNet setting)
 
-    def run(self, problem, settings, seed, device, on_round=None):
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
 
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")

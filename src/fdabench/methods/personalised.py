@@ -65,7 +65,7 @@ class Federation:
 class PersonalisedMethod(Method):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
-    def run(self, problem, settings, seed, device, on_round=None):
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         model = build_cell_model(problem, settings, seed, device)
         space = ParameterSpace(model)
         if space.buffers:
@@ -437,7 +437,7 @@ class KNNPer(PersonalisedMethod):
         },
     }
 
-    def run(self, problem, settings, seed, device, on_round=None):
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")
         return super().run(problem, settings, seed, device, on_round)

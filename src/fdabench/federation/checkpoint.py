@@ -1,0 +1,67 @@
+"""Round-loop checkpoints: a long cell resumes where it was interrupted, with identical results.
+
+Every `every` rounds the round loop saves its whole state (round index, model state, server momentum,
+every client's batch-order generator, torch's global random state, the method's own state and the
+records so far) to one file, written atomically. A checkpoint is used only by the run that made it: it
+records the cell's identity (configuration, code fingerprint, device, threads), and one of another
+identity is ignored and replaced. The CLI removes it once the cell's result is written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdabench.io import atomic_path
+
+
+@dataclass
+class Checkpoints:
+    """Where the cell's checkpoint lives, how often it is written and whose it is."""
+
+    path: Path
+    every: int
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    def due(self, round_index: int, total_rounds: int) -> bool:
+        """Whether a checkpoint is written after round `round_index` (0-based); never after the last."""
+        return self.every > 0 and (round_index + 1) % self.every == 0 and round_index + 1 < total_rounds
+
+    def save(self, state: dict[str, Any]) -> None:
+        with atomic_path(self.path) as tmp:
+            torch.save({"identity": self.identity, "state": state}, tmp)
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved state, or None where there is none or it belongs to another run."""
+        if self.every <= 0 or not self.path.is_file():
+            return None
+        saved = torch.load(self.path, map_location="cpu", weights_only=True)
+        if saved.get("identity") != self.identity:
+            print(f"checkpoint {self.path} is of another configuration, code, device or thread count; starting over")
+            return None
+        print(f"resuming from checkpoint {self.path} at round {saved['state']['next_round']}")
+        return saved["state"]
+
+
+def checkpoint_path(output: str | os.PathLike) -> Path:
+    """The checkpoint of the cell whose result goes to `output`: a hidden file beside it."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.checkpoint.pt")
+
+
+def random_state(device: torch.device) -> dict[str, Any]:
+    """torch's global random state (dropout and other layers draw from it)."""
+    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_random_state(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)

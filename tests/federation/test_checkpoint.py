@@ -1,0 +1,96 @@
+"""Round-loop checkpoints: an interrupted cell resumes from its last checkpoint with results identical, bit
+for bit, to an uninterrupted run; a checkpoint of another run is never used."""
+
+import pytest
+import torch
+from torch import nn
+
+from fdabench.federation.checkpoint import Checkpoints, checkpoint_path
+from fdabench.federation.rounds import run_rounds
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods import get_method
+from tiny import TINY_TRAIN
+
+SETTINGS = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 5, "warmup_rounds": 2, "server_momentum": 0.5})
+IDENTITY = {"config": "cell", "code": "abc", "device": "cpu", "threads": 1}
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def problem(digits_problem):
+    return digits_problem("-90")
+
+
+def _model(problem):
+    """Buffers (BatchNorm statistics) and draws from torch's global random state (dropout) in every step."""
+    torch.manual_seed(0)
+    width = int(torch.tensor(problem.input_shape).prod())
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(width, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 10)
+    )
+
+
+def _run(problem, name, hparams, checkpoints=None, stop_after=None):
+    seen = []
+
+    def on_round(record, _total):
+        seen.append(record["round"])
+        if stop_after is not None and record["round"] == stop_after:
+            raise Interrupted
+
+    method = get_method(name, hparams)
+    history = run_rounds(
+        method, problem, SETTINGS, 0, torch.device("cpu"), on_round, model=_model(problem), checkpoints=checkpoints
+    )
+    return history, seen
+
+
+def _without_seconds(rounds):
+    return [{key: value for key, value in record.items() if key != "seconds"} for record in rounds]
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [
+        ("fedgp", {"beta": 0.5}),
+        ("fedgp_auto", {"recompute": "once"}),  # state carried across rounds: the β fixed in the first FDA round
+        ("source_only", {}),
+    ],
+)
+def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparams):
+    reference, _ = _run(problem, name, hparams)
+    checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        _run(problem, name, hparams, checkpoints, stop_after=4)
+    assert checkpoints.path.is_file()  # written after rounds 1 and 3 (0-based)
+    resumed, seen = _run(problem, name, hparams, checkpoints)
+    assert seen == [4, 5, 6]  # rounds 0-3 came from the checkpoint
+    assert _without_seconds(resumed["rounds"]) == _without_seconds(reference["rounds"])
+    assert [r["round"] for r in resumed["rounds"]] == list(range(7))
+
+
+def test_checkpoint_of_another_run_is_ignored(problem, tmp_path, capsys):
+    ran = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        _run(problem, "fedgp", {"beta": 0.5}, ran, stop_after=2)
+    other = Checkpoints(ran.path, 2, {**IDENTITY, "code": "changed"})
+    history, seen = _run(problem, "fedgp", {"beta": 0.5}, other)
+    assert seen == list(range(7)) and "starting over" in capsys.readouterr().out
+    reference, _ = _run(problem, "fedgp", {"beta": 0.5})
+    assert _without_seconds(history["rounds"]) == _without_seconds(reference["rounds"])
+
+
+def test_no_checkpoint_after_the_last_round_or_when_off(tmp_path):
+    every_two = Checkpoints(tmp_path / "a", 2, IDENTITY)
+    assert [r for r in range(6) if every_two.due(r, 6)] == [1, 3]  # not after round 5: the cell is done
+    assert not any(Checkpoints(tmp_path / "b", 0, IDENTITY).due(r, 6) for r in range(6))
+    assert Checkpoints(tmp_path / "missing", 2, IDENTITY).load() is None
+
+
+def test_checkpoint_is_a_hidden_file_beside_the_result():
+    assert checkpoint_path("results/cells/demo/x/fedgp/-90/seed0.json").as_posix() == (
+        "results/cells/demo/x/fedgp/-90/.seed0.json.checkpoint.pt"
+    )

@@ -1,0 +1,170 @@
+"""kill -9 at several moments, then the same command again: the run completes and every cell and table is
+identical to an uninterrupted run's. No `--unlock` or `--rerun-incomplete` is needed: the workflow profile
+(profiles/default) applies by itself."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [
+    pytest.mark.pipeline,
+    pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds training processes in /proc (Linux)"),
+]
+
+PARAMS = {
+    "suite": "tiny",
+    "checkpoint_every": 5,
+    "suites": {
+        "tiny": {
+            "seeds": [0, 1],
+            "methods": ["source_only", "fedgp"],
+            "train": {"model": "mlp", "model_options": {"hidden": [64]}, "rounds": 60, "warmup_rounds": 1},
+            "experiments": {"colored_digits": {"dataset": "colored_digits", "targets": ["-90"]}},
+            "tables": {"table1": {"experiments": ["colored_digits"]}},
+        }
+    },
+}
+CELLS = "results/cells/tiny/colored_digits"
+TIMING = {"wall_seconds", "train_seconds", "train_cpu_seconds", "seconds"}
+
+
+def _command(repo: Path, workdir: Path) -> list[str]:
+    # no --rerun-incomplete, no --keep-going: what a user types
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "-d", str(workdir), "-c", "2"]
+
+
+def _environment(workdir: Path) -> dict[str, str]:
+    env = {**os.environ, "FDABENCH_FORKSERVER": "0", "XDG_RUNTIME_DIR": str(workdir)}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _start(repo: Path, workdir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        _command(repo, workdir),
+        cwd=repo,
+        env=_environment(workdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(repo: Path, workdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _command(repo, workdir), cwd=repo, env=_environment(workdir), capture_output=True, text=True, timeout=600
+    )
+
+
+def _wait_for(condition, process: subprocess.Popen, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        if process.poll() is not None:
+            pytest.fail("snakemake ended before the moment to kill it:\n" + process.stdout.read()[-3000:])
+        time.sleep(0.01)
+    pytest.fail("the moment to kill never came")
+
+
+def _checkpoints(workdir: Path) -> list[Path]:
+    return sorted((workdir / CELLS).glob("*/*/.seed*.json.checkpoint.pt"))
+
+
+def _cells(workdir: Path) -> list[Path]:
+    return sorted((workdir / CELLS).glob("*/*/seed*.json"))
+
+
+def _training_process(cell_result: str) -> int | None:
+    """The process id of the `fdabench train` job writing `cell_result`."""
+    for entry in Path("/proc").iterdir():
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"train" in arguments and cell_result.encode() in arguments:
+            return int(entry.name)
+    return None
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+        os.kill(pid, signal.SIGKILL)
+
+
+def _results(workdir: Path) -> dict[str, object]:
+    """Every cell without its timings, and the table's files."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in TIMING}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    results: dict[str, object] = {
+        str(path.relative_to(workdir)): strip(json.loads(path.read_text())) for path in _cells(workdir)
+    }
+    for ext in ("csv", "md", "json"):
+        results[f"table1.{ext}"] = (workdir / f"results/tiny/table1.{ext}").read_bytes()
+    return results
+
+
+def test_kill_9_at_several_moments_then_the_same_command_completes_identically(tmp_path, repo_root):
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    for workdir in (reference, interrupted):
+        workdir.mkdir()
+        (workdir / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    done = _finish(repo_root, reference)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "profiles/default" in done.stdout + done.stderr  # the workflow profile applied by itself
+    assert len(_cells(reference)) == 4 and not _checkpoints(reference)  # checkpoints removed when done
+
+    # 1. snakemake killed while the data is being prepared and partitioned
+    run = _start(repo_root, interrupted)
+    _wait_for(lambda: (interrupted / ".snakemake/fdabench-run.lock").exists(), run)
+    _kill(run.pid)
+    run.wait()
+
+    # 2. a training job killed after its first checkpoint: the run goes on with the other cells and fails
+    run = _start(repo_root, interrupted)
+    checkpoint = _wait_for(lambda: _checkpoints(interrupted), run)[0]
+    victim_result = str(
+        (checkpoint.parent / checkpoint.name[1:].removesuffix(".checkpoint.pt")).relative_to(interrupted)
+    )
+    victim = _wait_for(lambda: _training_process(victim_result), run)
+    _kill(victim)
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode != 0, output[-3000:]
+    assert checkpoint.exists() and not (interrupted / victim_result).exists()  # never read as finished
+    status = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status"], cwd=interrupted, capture_output=True, text=True, timeout=300
+    )
+    assert f"{victim_result}  interrupted; it resumes from its checkpoint" in status.stdout, status.stdout
+
+    # 3. snakemake killed while that cell resumes from its checkpoint (the orphaned job may finish on its own)
+    log = interrupted / victim_result.replace("results/cells/", "results/logs/cells/").replace(".json", ".log")
+    run = _start(repo_root, interrupted)
+    _wait_for(lambda: log.exists() and "resuming from checkpoint" in log.read_text(), run)
+    _kill(run.pid)
+    run.wait()
+
+    # 4. snakemake killed once every cell is there (the table and figure jobs)
+    run = _start(repo_root, interrupted)
+    _wait_for(lambda: len(_cells(interrupted)) == 4, run)
+    _kill(run.pid)
+    run.wait()
+
+    done = _finish(repo_root, interrupted)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _results(interrupted) == _results(reference)
+    assert not _checkpoints(interrupted) and not list(interrupted.glob("results/**/*.partial"))
