@@ -52,6 +52,9 @@ class Aggregate:
 
     delta: Tensor
     log: dict[str, Any] = field(default_factory=dict)
+    #: bytes of documented messages beyond updates and sample counts that reached the server this round
+    #: (auto-weighting's estimates), counted in the round's uplink
+    message_bytes: int = 0
 
 
 class RoundRules(Protocol):

@@ -161,6 +161,7 @@ def run_rounds(
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
+            uplink += aggregate.message_bytes
         if settings.server_momentum:
             velocity = (
                 aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)

@@ -92,14 +92,16 @@ class AutoWeighted(RoundLoopMethod):
         return None, statistics
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        sent = 0
         if self._fixed is not None:
             betas, estimates = self._fixed
-        else:
+        else:  # the target's estimates reach the server with its update
             betas, estimates = inputs.target_statistics.result(self.rule)
+            sent = sum(value.numel() * value.element_size() for value in estimates.values())
             if self.hparams["recompute"] == "once":
                 self._fixed = (betas, estimates)
         betas = betas.to(inputs.source_updates.dtype)
-        return Aggregate(self.combine(inputs, betas), auto_log(self.rule, betas, estimates))
+        return Aggregate(self.combine(inputs, betas), auto_log(self.rule, betas, estimates), message_bytes=sent)
 
     def combine(self, inputs: RoundInputs, betas: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
