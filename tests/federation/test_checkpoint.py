@@ -1,6 +1,8 @@
 """Round-loop checkpoints: an interrupted cell resumes from its last checkpoint with results identical, bit
 for bit, to an uninterrupted run; a checkpoint of another run is never used."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -33,7 +35,7 @@ def _model(problem):
     )
 
 
-def _run(problem, name, hparams, checkpoints=None, stop_after=None):
+def _run(problem, name, hparams, checkpoints=None, stop_after=None, settings=SETTINGS):
     seen = []
 
     def on_round(record, _total):
@@ -43,7 +45,7 @@ def _run(problem, name, hparams, checkpoints=None, stop_after=None):
 
     method = get_method(name, hparams)
     history = run_rounds(
-        method, problem, SETTINGS, 0, torch.device("cpu"), on_round, model=_model(problem), checkpoints=checkpoints
+        method, problem, settings, 0, torch.device("cpu"), on_round, model=_model(problem), checkpoints=checkpoints
     )
     return history, seen
 
@@ -53,20 +55,23 @@ def _without_seconds(rounds):
 
 
 @pytest.mark.parametrize(
-    ("name", "hparams"),
+    ("name", "hparams", "momentum"),
     [
-        ("fedgp", {"beta": 0.5}),
-        ("fedgp_auto", {"recompute": "once"}),  # state carried across rounds: the β fixed in the first FDA round
-        ("source_only", {}),
+        ("fedgp", {"beta": 0.5}, 0.5),
+        ("fedgp_auto", {"recompute": "once"}, 0.5),  # state carried across rounds: β fixed in the first FDA round
+        ("fedgp_auto", {}, 0.5),  # no state carried
+        ("fedda", {"beta": 0.5}, 0.0),  # no server momentum: no velocity to save
+        ("source_only", {}, 0.5),
     ],
 )
-def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparams):
-    reference, _ = _run(problem, name, hparams)
+def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparams, momentum):
+    settings = dataclasses.replace(SETTINGS, server_momentum=momentum)
+    reference, _ = _run(problem, name, hparams, settings=settings)
     checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
     with pytest.raises(Interrupted):
-        _run(problem, name, hparams, checkpoints, stop_after=4)
+        _run(problem, name, hparams, checkpoints, stop_after=4, settings=settings)
     assert checkpoints.path.is_file()  # written after rounds 1 and 3 (0-based)
-    resumed, seen = _run(problem, name, hparams, checkpoints)
+    resumed, seen = _run(problem, name, hparams, checkpoints, settings=settings)
     assert seen == [4, 5, 6]  # rounds 0-3 came from the checkpoint
     assert _without_seconds(resumed["rounds"]) == _without_seconds(reference["rounds"])
     assert [r["round"] for r in resumed["rounds"]] == list(range(7))

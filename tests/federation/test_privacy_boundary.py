@@ -16,50 +16,18 @@ import torch
 
 from fdabench.aggregation import fedavg
 from fdabench.federation import rounds
-from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, RoundLoopMethod, get_method
+from tiny import AUX_TRAIN, aux_problem
 
-SETTINGS = TrainSettings.from_dict(
-    {
-        "model": "mlp",
-        "model_options": {"hidden": [8]},
-        "rounds": 3,
-        "warmup_rounds": 1,
-        "local_epochs": 1,
-        "optimizer": "adam",
-        "source_lr": 1e-2,
-        "target_lr": 1e-2,
-        "source_batch_size": 16,
-        "target_batch_size": 8,
-    }
-)
+SETTINGS = TrainSettings.from_dict({**AUX_TRAIN, "rounds": 3})
 ROUND_LOOP_METHODS = sorted(name for name, cls in METHODS.items() if issubclass(cls, RoundLoopMethod))
 SOURCES = 2
 
 
-def _client(name, n, seed):
-    g = torch.Generator().manual_seed(seed)
-    return ClientData(
-        name,
-        torch.randn(n, 5, generator=g),
-        torch.randint(0, 2, (n,), generator=g),
-        aux={"sex": torch.randint(0, 2, (n,), generator=g)},
-    )
-
-
 @pytest.fixture(scope="module")
 def problem():
-    return FederatedProblem(
-        "classification",
-        2,
-        (5,),
-        [_client("a", 40, 0), _client("b", 30, 1)],
-        _client("t", 16, 2),
-        _client("u", 10, 3),
-        _client("test", 20, 4),
-        aux_classes={"sex": 2},
-    )
+    return aux_problem()
 
 
 def _data_storages(problem):
@@ -91,9 +59,12 @@ def _without_source_updates(inputs):
     return dataclasses.replace(inputs, source_updates=None, source_counts=None, source_steps=None)
 
 
-@pytest.mark.parametrize("name", ROUND_LOOP_METHODS)
-def test_only_updates_counts_and_documented_messages_cross(problem, name, monkeypatch):
-    method = get_method(name)
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [(name, {}) for name in ROUND_LOOP_METHODS] + [("fedgp_auto", {"recompute": "once"})],  # estimates sent once
+)
+def test_only_updates_counts_and_documented_messages_cross(problem, name, hparams, monkeypatch):
+    method = get_method(name, hparams)
     received = []  # per round, what reached the server: (source updates sent, target update sent, tensors)
     aggregate, target_observer = method.aggregate, method.target_observer
 
@@ -140,3 +111,37 @@ def test_every_round_loop_method_is_checked():
     assert {"fedda", "fedgp", "fedgp_auto", "source_only", "target_only", "fedprox", "auxinfo_gp"} <= set(
         ROUND_LOOP_METHODS
     )
+
+
+PERSONALISED = ("ditto", "fedrep", "apfl", "knn_per")
+
+
+@pytest.mark.parametrize("name", PERSONALISED)
+def test_personalised_methods_send_shared_updates_only(problem, name, monkeypatch):
+    """Every client sends the update of the shared parameters and its count; the personal model (Ditto,
+    APFL), the head (FedRep: its coordinates are zero in every update) and the datastore (kNN-Per) stay."""
+    from fdabench.methods import personalised
+
+    received = []
+
+    def server(updates, counts):
+        received.append((updates, counts))
+        return fedavg(updates, counts)
+
+    monkeypatch.setattr(personalised, "fedavg", server)
+    method = get_method(name)
+    history = method.run(problem, SETTINGS, 0, torch.device("cpu"))
+    assert len(received) == len(history["rounds"]) == SETTINGS.rounds
+    m, clients = history["model_size"], SOURCES + 1
+    data = _data_storages(problem)
+    personal = {t.untyped_storage().data_ptr() for t in _tensors(vars(method))}
+    head = torch.zeros(m, dtype=torch.bool)
+    if name == "fedrep":
+        head[method.body_size :] = True
+    for (updates, counts), record in zip(received, history["rounds"], strict=True):
+        assert updates.shape == (clients, m) and counts.shape == (clients,)
+        for tensor in (updates, counts):
+            assert tensor.untyped_storage().data_ptr() not in data | personal, name
+        assert not updates[:, head].any(), f"{name}: a head left its client"
+        shared = int((~head).sum())
+        assert (record["bytes_uplink"], record["bytes_downlink"]) == (clients * (4 * shared + 8), clients * 4 * shared)

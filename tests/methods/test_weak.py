@@ -5,51 +5,19 @@ import torch
 import torch.nn.functional as F
 
 from fdabench.aggregation import fedavg, fedgp
-from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import RoundInputs, get_method
 from fdabench.methods.weak import multitask_loss
 from fdabench.models import build_model
 from fdabench.models.multitask import MultiTaskModel
+from tiny import AUX_TRAIN, aux_problem
 
-SETTINGS = TrainSettings.from_dict(
-    {
-        "model": "mlp",
-        "model_options": {"hidden": [8]},
-        "rounds": 2,
-        "warmup_rounds": 1,
-        "local_epochs": 1,
-        "optimizer": "adam",
-        "source_lr": 1e-2,
-        "target_lr": 1e-2,
-        "source_batch_size": 16,
-        "target_batch_size": 8,
-    }
-)
-
-
-def _client(name, n, seed):
-    g = torch.Generator().manual_seed(seed)
-    return ClientData(
-        name,
-        torch.randn(n, 5, generator=g),
-        torch.randint(0, 2, (n,), generator=g),
-        aux={"sex": torch.randint(0, 2, (n,), generator=g), "age_decade": torch.randint(-1, 5, (n,), generator=g)},
-    )
+SETTINGS = TrainSettings.from_dict(AUX_TRAIN)
 
 
 @pytest.fixture
 def problem():
-    return FederatedProblem(
-        "classification",
-        2,
-        (5,),
-        [_client("a", 40, 0), _client("b", 30, 1)],
-        _client("t", 16, 2),
-        _client("u", 10, 3),
-        _client("test", 20, 4),
-        aux_classes={"sex": 2, "age_decade": 5},
-    )
+    return aux_problem()
 
 
 def test_alpha_zero_multitask_loss_is_the_main_loss(problem):
