@@ -19,7 +19,18 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        with_views(table_outputs() + figure_outputs() + theory_outputs()),
+        with_views(table_outputs() + figure_outputs() + theory_outputs()) + metrics_outputs(),
+
+
+# DVC's stages: the data of every suite in dvc.suites; a suite's report without the results/<name> links
+rule prepared:
+    input:
+        prepared_paths(),
+
+
+rule report:
+    input:
+        table_outputs() + figure_outputs() + theory_outputs() + metrics_outputs(),
 
 
 rule cells:
@@ -29,7 +40,7 @@ rule cells:
 
 rule tables:
     input:
-        with_views(table_outputs()),
+        with_views(table_outputs()) + metrics_outputs(),
 
 
 rule figures:

@@ -120,6 +120,15 @@ def test_unknown_suite_and_table_experiment(raw):
     assert "tables.table1.experiments[2]: unknown experiment 'nope'" in message
 
 
+def test_dvc_suites_must_be_defined(raw):
+    broken = copy.deepcopy(raw)
+    broken["dvc"] = {"suites": ["demo", "smoke_typo"]}
+    assert "dvc.suites: 'smoke_typo' is not defined; allowed values: demo, paper" in _error(broken)
+    params = validate_params({**raw, "dvc": {"suites": ["demo", "smoke"]}})
+    assert params.dvc_suites == ["demo", "smoke"] and params.for_suite("smoke").suite_name == "smoke"
+    assert validate_params({k: v for k, v in raw.items() if k != "dvc"}).dvc_suites == [raw["suite"]]
+
+
 def test_train_model_must_be_registered(raw):
     broken = copy.deepcopy(raw)
     broken["suites"]["demo"]["train"]["model"] = "resnet_typo"

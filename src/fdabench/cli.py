@@ -236,6 +236,17 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fdabench.io import read_json, write_json_atomic
+
+    tables = {Path(path).stem: read_json(path) for path in sorted(args.tables)}
+    write_json_atomic(args.output, tables)
+    print(f"{len(tables)} tables -> {args.output}")
+    return 0
+
+
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds
 
@@ -428,6 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--title")
     p.set_defaults(handler=cmd_figure)
+
+    p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
+    p.add_argument("tables", nargs="*", help="table JSON files (fdabench table --json)")
+    p.add_argument("--output", required=True)
+    p.set_defaults(handler=cmd_metrics)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
     p.add_argument("cells", nargs="+")

@@ -18,11 +18,14 @@ PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
 ROUNDS_FIGURE = "results/{suite}/figures/{experiment}_rounds.png"
 BETAS_FIGURE = "results/{suite}/figures/{experiment}_betas.png"
 FIGURE = "results/{suite}/figures/{figure}.png"
+#: every table's per-method means of a suite in one file, for `dvc metrics` (outside results/<suite>/, which
+#: DVC tracks as one output)
+METRICS = "results/metrics/{suite}.json"
 # The active suite's tables and figures are also reachable without the suite folder (results/table1.csv):
 # a relative link into results/<suite>/, re-pointed when the active suite changes (`active_view`).
 VIEW = "results/{view}"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
-RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures")
+RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics")
 TABLE_EXTENSIONS = ("csv", "md", "json")
 THEORY_EXTENSIONS = ("csv", "md", "png")
 PAPER_VS_OURS_EXTENSIONS = ("csv", "md")
@@ -36,6 +39,7 @@ LOGS = {
     "theory_report": "results/logs/theory/{suite}/{check}.log",
     "table": "results/logs/tables/{suite}/{table}.log",
     "paper_vs_ours": "results/logs/tables/{suite}/paper_vs_ours.log",
+    "metrics": "results/logs/tables/{suite}/metrics.log",
     "figure_rounds": "results/logs/figures/{suite}/{experiment}_rounds.log",
     "figure_betas": "results/logs/figures/{suite}/{experiment}_betas.log",
     "figure": "results/logs/figures/{suite}/{figure}.log",

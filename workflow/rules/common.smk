@@ -36,11 +36,16 @@ def _alternatives(names):
     return "|".join(re.escape(name) for name in names) or "(?!)"
 
 
+# The data of the active suite and of the suites DVC builds (its `prepare` stage prepares them all at once:
+# prepared data is shared between suites, so no per-suite stage could own it).
+PREPARING = [PARAMS] + [PARAMS.for_suite(name) for name in PARAMS.dvc_suites if name != SUITE]
+
+
 wildcard_constraints:
     suite=re.escape(SUITE),
     experiment=_alternatives(PARAMS.experiment_names()),
-    dataset=_alternatives(PARAMS.datasets_in_suite()),
-    raw=_alternatives(PARAMS.raw_in_suite()),
+    dataset=_alternatives(sorted({d for p in PREPARING for d in p.datasets_in_suite()})),
+    raw=_alternatives(sorted({r for p in PREPARING for r in p.raw_in_suite()})),
     options_hash=r"[0-9a-f]{12}",
     table=_alternatives(PARAMS.tables()),
     check=_alternatives(PARAMS.theory_checks()),
@@ -54,14 +59,19 @@ def dataset_of(experiment):
     return PARAMS.experiment(experiment)["dataset"]
 
 
-PREPARED_OPTIONS = PARAMS.prepared_options()
+PREPARED_OPTIONS = {key: options for p in PREPARING for key, options in p.prepared_options().items()}
+
+
+def prepared_paths():
+    """The prepared data of the active suite and of the suites DVC builds."""
+    return sorted({p.prepared_path(experiment) for p in PREPARING for experiment in p.experiment_names()})
 
 
 def prepared_options(wildcards):
     """The dataset options behind data/prepared/<dataset>/<options_hash>."""
     key = (wildcards.dataset, wildcards.options_hash)
     if key not in PREPARED_OPTIONS:
-        raise WorkflowError(f"no experiment of suite {SUITE} prepares {key[0]} with options {key[1]}")
+        raise WorkflowError(f"no experiment of suite {SUITE} or dvc.suites prepares {key[0]} with options {key[1]}")
     return PREPARED_OPTIONS[key]
 
 
@@ -120,6 +130,10 @@ def auto_cell_paths(experiment):
     """Cells of the experiment's methods that log auto-weighting betas."""
     methods = [m for m in PARAMS.methods(experiment) if PARAMS.logs_betas(m)]
     return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
+
+
+def metrics_outputs():
+    return [suite_pattern("METRICS")]
 
 
 def figure_outputs():

@@ -107,6 +107,19 @@ rule figure_final:
         "fdabench figure {params.kind} {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
 
 
+rule metrics:
+    input:
+        tables=lambda wildcards: [suite_pattern("TABLE", table=table, ext="json") for table in PARAMS.tables()],
+    output:
+        pattern("METRICS"),
+    log:
+        log("metrics"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench metrics {input.tables:q} --output {output} > {log} 2>&1"
+
+
 rule paper_vs_ours:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.published_experiments()),

@@ -26,6 +26,9 @@ def semantic_errors(raw: dict[str, Any]) -> list[str]:
     problems = _variant_errors(raw)
     if raw["suite"] not in raw["suites"]:
         problems.append(f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}")
+    for suite_name in (raw.get("dvc") or {}).get("suites", []):
+        if suite_name not in raw["suites"]:
+            problems.append(f"dvc.suites: {suite_name!r} is not defined; allowed values: {', '.join(raw['suites'])}")
     for suite_name, suite in raw["suites"].items():
         if suite_name in paths.RESERVED_RESULT_FOLDERS:
             problems.append(

@@ -63,6 +63,8 @@ class Params:
         self.device: str = raw.get("device", "auto")
         self.threads_per_cell: int = raw.get("threads_per_cell", 1)
         self.checkpoint_every: int = raw.get("checkpoint_every", 0)
+        #: the suites dvc.yaml builds (default: the active one)
+        self.dvc_suites: list[str] = (raw.get("dvc") or {}).get("suites") or [self.suite_name]
         data = raw.get("data") or {}
         self.data_root: str = data.get("root", "data")
         self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
@@ -76,6 +78,10 @@ class Params:
         """(dataset, options hash): experiments with the same dataset options share prepared data."""
         dataset = self.experiment(experiment)["dataset"]
         return dataset, content_hash(self.dataset_options(dataset, experiment))[:12]
+
+    def for_suite(self, name: str) -> Params:
+        """The same (validated) parameters with `name` the active suite."""
+        return Params({**self.raw, "suite": name})
 
     def prepared_path(self, experiment: str) -> str:
         dataset, key = self.prepared_key(experiment)

@@ -163,6 +163,18 @@ def params_schema() -> dict[str, Any]:
                     "description": "round-loop cells save their state every this many rounds and resume from it "
                     "when rerun after an interruption (0: never); not part of a cell's identity",
                 },
+                "dvc": object_schema(
+                    {
+                        "suites": {
+                            "type": "array",
+                            "items": _name("a suite"),
+                            "minItems": 1,
+                            "uniqueItems": True,
+                            "description": "the suites dvc.yaml builds (one cells@/report@/metrics stage each)",
+                        }
+                    },
+                    description="what `dvc repro` builds",
+                ),
                 "data": object_schema(
                     {
                         "root": {"type": "string", "description": "where prepared data and partitions are written"},

@@ -1,0 +1,106 @@
+"""DVC on the project's own dvc.yaml, with a tiny suite: `dvc repro` builds it; a clone that pulls data and
+results from a (local directory) remote reruns nothing; `dvc exp run -S methods.fedgp.beta=0.4` reruns only
+the FedGP cells and `dvc exp show` lists the experiment with its metrics."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [
+    pytest.mark.pipeline,
+    pytest.mark.skipif(shutil.which("git") is None, reason="DVC experiments need git"),
+]
+
+PARAMS = {  # every key dvc.yaml names must be present
+    "suite": "tiny",
+    "device": "cpu",
+    "threads_per_cell": 1,
+    "data": {"root": "data"},
+    "datasets": {"colored_digits": {"seed": 0}},
+    "dvc": {"suites": ["tiny"]},
+    "methods": {"fedgp": {"beta": 0.5}},
+    "suites": {
+        "tiny": {
+            "seeds": [0, 1],
+            "methods": ["source_only", "fedgp"],
+            "train": {"model": "mlp", "model_options": {"hidden": [16]}, "rounds": 3, "warmup_rounds": 1},
+            "experiments": {"colored_digits": {"dataset": "colored_digits", "targets": ["-90"]}},
+            "tables": {"table1": {"experiments": ["colored_digits"]}},
+        }
+    },
+}
+
+
+def _run(workdir: Path, *command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "15", "XDG_RUNTIME_DIR": str(workdir)}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, " ".join(command) + "\n" + result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _project(root: Path, repo: Path) -> Path:
+    """A git repository holding the project's workflow, dvc.yaml and source, with the tiny suite's params."""
+    root.mkdir()
+    for name in ("Snakefile", "dvc.yaml", ".gitignore", ".dvcignore"):
+        shutil.copy(repo / name, root / name)
+    shutil.copytree(repo / "workflow", root / "workflow")
+    shutil.copytree(repo / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (root / "profiles").symlink_to("workflow/profiles")
+    (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    _run(root, "git", "init", "-q")
+    _run(root, "git", "config", "user.email", "test@example.org")
+    _run(root, "git", "config", "user.name", "test")
+    _run(root, "dvc", "init", "-q")
+    _run(root, "git", "add", "-A")
+    _run(root, "git", "commit", "-qm", "project")
+    return root
+
+
+def _train_jobs(output: str) -> int:
+    """Training jobs Snakemake ran, from its job statistics."""
+    return sum(int(count) for count in re.findall(r"^train\s+(\d+)\s*$", output, re.MULTILINE))
+
+
+def _cells(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "results/cells").rglob("*.json"))}
+
+
+def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
+    project = _project(tmp_path / "project", repo_root)
+    built = _run(project, "dvc", "repro")
+    assert _train_jobs(built.stdout + built.stderr) == 4
+    assert {"cells@tiny", "report@tiny", "prepare"} <= set(re.findall(r"Running stage '([^']+)'", built.stdout))
+    metrics = json.loads((project / "results/metrics/tiny.json").read_text())
+    assert set(metrics["table1"]["colored_digits"]) == {"source_only", "fedgp"}
+    assert "up to date" in _run(project, "dvc", "status").stdout
+
+    # data and results through a local-directory remote: the clone reruns nothing
+    _run(project, "dvc", "remote", "add", "-d", "store", str(tmp_path / "store"))
+    _run(project, "dvc", "push", "-q")
+    _run(project, "git", "add", "-A")
+    _run(project, "git", "commit", "-qm", "results")
+    _run(tmp_path, "git", "clone", "-q", str(project), "clone")
+    clone = tmp_path / "clone"
+    _run(clone, "dvc", "pull", "-q")
+    again = _run(clone, "dvc", "repro")
+    assert "Running stage" not in again.stdout and _train_jobs(again.stdout + again.stderr) == 0, again.stdout
+    assert _cells(clone) == _cells(project)
+    assert (clone / "results/tiny/table1.csv").read_bytes() == (project / "results/tiny/table1.csv").read_bytes()
+
+    # an experiment with another β: only the two FedGP cells rerun
+    before = _cells(project)
+    experiment = _run(project, "dvc", "exp", "run", "-S", "methods.fedgp.beta=0.4", "-n", "beta04")
+    assert _train_jobs(experiment.stdout + experiment.stderr) == 2
+    changed = {path for path, content in _cells(project).items() if before[path] != content}
+    assert changed == {f"results/cells/tiny/colored_digits/fedgp/-90/seed{seed}.json" for seed in (0, 1)}
+    shown = json.loads(_run(project, "dvc", "exp", "show", "--json").stdout)
+    text = json.dumps(shown)
+    assert "beta04" in text and "results/metrics/tiny.json" in text
