@@ -145,3 +145,80 @@ def test_personalised_methods_send_shared_updates_only(problem, name, monkeypatc
         assert not updates[:, head].any(), f"{name}: a head left its client"
         shared = int((~head).sum())
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (clients * (4 * shared + 8), clients * 4 * shared)
+
+
+def test_kd3a_sends_models_counts_and_domain_weights(problem, monkeypatch):
+    """Sources send their models and counts; the target its model, its count and the N + 1 domain weights
+    (KD3A's documented messages); the source models forwarded to the target are the only other traffic."""
+    from fdabench.methods import kd3a
+
+    received = []
+
+    def server(weights, source_models, target_model):
+        received.append((weights, source_models, target_model))
+        return combine(weights, source_models, target_model)
+
+    combine = kd3a.combine_models
+    monkeypatch.setattr(kd3a, "combine_models", server)
+    history = get_method("kd3a").run(problem, SETTINGS, 0, torch.device("cpu"))
+    assert len(received) == len(history["rounds"]) == SETTINGS.rounds
+    m, data = history["model_size"], _data_storages(problem)
+    for (weights, source_models, target_model), record in zip(received, history["rounds"], strict=True):
+        assert weights.shape == (SOURCES + 1,) and len(source_models) == SOURCES and target_model.shape == (m,)
+        for tensor in (weights, target_model, *source_models):
+            assert tensor.untyped_storage().data_ptr() not in data
+            assert tensor.shape in {(SOURCES + 1,), (m,)}
+        uplink = (SOURCES + 1) * (4 * m + 8) + 4 * (SOURCES + 1)
+        downlink = (SOURCES + 1) * 4 * m + SOURCES * 4 * m  # the global model to all; source models to the target
+        assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink)
+
+
+def test_dadil_sends_atoms_never_alpha_or_samples(problem, monkeypatch):
+    """Every client answers the server's atoms with its version of them (features, and label logits from the
+    labelled sources); its barycentric coordinates α and its samples stay. Bytes: the atoms' floats."""
+    from fdabench.methods import dadil
+
+    answered = []
+    local_round = dadil.DictionaryClient.local_round
+
+    def client_round(self, atoms, hparams):
+        message, objective = local_round(self, atoms, hparams)
+        answered.append((self, message))
+        return message, objective
+
+    monkeypatch.setattr(dadil.DictionaryClient, "local_round", client_round)
+    small = {"atoms": 3, "support_size": 6, "batch_size": 4, "local_steps": 2, "rounds": 2, "classifier_steps": 5}
+    history = get_method("dadil_e", small).run(problem, SETTINGS, 0, torch.device("cpu"))
+    clients = SOURCES + 1
+    assert len(answered) == clients * small["rounds"]
+    data = _data_storages(problem)
+    for index, (client, message) in enumerate(answered):
+        private = {t.untyped_storage().data_ptr() for t in (client.x, client.alpha, client.y) if t is not None}
+        sent = [t for t in (message.features, message.label_logits) if t is not None]
+        assert set(vars(message)) == {"features", "label_logits"}  # no field for α
+        for tensor in sent:
+            assert tensor.untyped_storage().data_ptr() not in data | private, client.name
+            assert tensor.dim() == 3 and tensor.shape[:2] == (small["atoms"], small["support_size"])
+        assert (message.label_logits is None) == (client.name == "target")  # the target has no labels to send
+        record = history["rounds"][index // clients]
+        assert record["bytes_uplink_per_client"][index % clients] == sum(4 * t.numel() for t in sent)
+
+
+def test_finetune_offline_sends_source_updates_then_nothing(problem, monkeypatch):
+    """FedAvg over the sources (updates and counts), then the target fine-tunes alone: nothing crosses."""
+    received = []
+
+    def fedavg_round(updates, counts):
+        received.append((updates, counts))
+        return fedavg(updates, counts)
+
+    monkeypatch.setattr(rounds, "fedavg", fedavg_round)
+    history = get_method("finetune_offline").run(problem, SETTINGS, 0, torch.device("cpu"))
+    federated = [r for r in history["rounds"] if r["phase"] != "finetune"]
+    assert len(received) == len(federated)
+    m, data = history["model_size"], _data_storages(problem)
+    for (updates, counts), record in zip(received, federated, strict=True):
+        assert updates.shape == (SOURCES, m) and counts.shape == (SOURCES,)
+        assert updates.untyped_storage().data_ptr() not in data and counts.untyped_storage().data_ptr() not in data
+        assert (record["bytes_uplink"], record["bytes_downlink"]) == (SOURCES * (4 * m + 8), SOURCES * 4 * m)
+    assert all(r["bytes_uplink"] == r["bytes_downlink"] == 0 for r in history["rounds"] if r["phase"] == "finetune")

@@ -130,6 +130,12 @@ def train_on_knowledge(
     return space.get() - start
 
 
+def combine_models(weights: Tensor, source_models: list[Tensor], target_model: Tensor) -> Tensor:
+    """The server's step: θ = α_T θ_T + Σ_k α_k θ_k, the domain weights `weights` in (sources..., target)
+    order. The models are all that the clients send besides their counts and the target's weights."""
+    return weights[-1] * target_model + sum(w * p for w, p in zip(weights[:-1], source_models))
+
+
 @METHODS.register
 class KD3A(Method):
     """KD3A: knowledge vote, consensus focus, BatchNorm statistics in the weighted average, mixup (see the
@@ -230,9 +236,7 @@ class KD3A(Method):
                 consensus_focus(probabilities, gate) if self.hparams["consensus_focus"] else torch.zeros(len(sources))
             )
             weights = domain_weights(focus, source_counts, target_count).to(global_params.dtype)
-            global_params = weights[-1] * (global_params + target_update) + sum(
-                w * p for w, p in zip(weights[:-1], source_params)
-            )
+            global_params = combine_models(weights, source_params, global_params + target_update)
             space.set(global_params)
             if space.buffers:
                 space.set_buffers(average_buffers(buffer_states, weights.to(device)))
