@@ -107,12 +107,6 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink), (name, record["round"])
 
 
-def test_every_round_loop_method_is_checked():
-    assert {"fedda", "fedgp", "fedgp_auto", "source_only", "target_only", "fedprox", "auxinfo_gp"} <= set(
-        ROUND_LOOP_METHODS
-    )
-
-
 PERSONALISED = ("ditto", "fedrep", "apfl", "knn_per")
 
 
@@ -173,7 +167,8 @@ def test_kd3a_sends_models_counts_and_domain_weights(problem, monkeypatch):
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink)
 
 
-def test_dadil_sends_atoms_never_alpha_or_samples(problem, monkeypatch):
+@pytest.mark.parametrize("name", ["dadil_e", "dadil_r"])
+def test_dadil_sends_atoms_never_alpha_or_samples(problem, monkeypatch, name):
     """Every client answers the server's atoms with its version of them (features, and label logits from the
     labelled sources); its barycentric coordinates α and its samples stay. Bytes: the atoms' floats."""
     from fdabench.methods import dadil
@@ -188,7 +183,7 @@ def test_dadil_sends_atoms_never_alpha_or_samples(problem, monkeypatch):
 
     monkeypatch.setattr(dadil.DictionaryClient, "local_round", client_round)
     small = {"atoms": 3, "support_size": 6, "batch_size": 4, "local_steps": 2, "rounds": 2, "classifier_steps": 5}
-    history = get_method("dadil_e", small).run(problem, SETTINGS, 0, torch.device("cpu"))
+    history = get_method(name, small).run(problem, SETTINGS, 0, torch.device("cpu"))
     clients = SOURCES + 1
     assert len(answered) == clients * small["rounds"]
     data = _data_storages(problem)
@@ -222,3 +217,8 @@ def test_finetune_offline_sends_source_updates_then_nothing(problem, monkeypatch
         assert updates.untyped_storage().data_ptr() not in data and counts.untyped_storage().data_ptr() not in data
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (SOURCES * (4 * m + 8), SOURCES * 4 * m)
     assert all(r["bytes_uplink"] == r["bytes_downlink"] == 0 for r in history["rounds"] if r["phase"] == "finetune")
+
+
+def test_every_registered_method_is_checked():
+    checked = {*ROUND_LOOP_METHODS, *PERSONALISED, "kd3a", "dadil_e", "dadil_r", "finetune_offline"}
+    assert set(METHODS.names()) == checked, "a new method needs its boundary test here"
