@@ -146,6 +146,7 @@ def test_kill_9_at_several_moments_then_the_same_command_completes_identically(t
     output, _ = run.communicate(timeout=600)
     assert run.returncode != 0, output[-3000:]
     assert checkpoint.exists() and not (interrupted / victim_result).exists()  # never read as finished
+    assert len(_cells(interrupted)) == 3  # keep-going (the profile): the other cells went on
     status = subprocess.run(
         [sys.executable, "-m", "fdabench", "status"], cwd=interrupted, capture_output=True, text=True, timeout=300
     )
