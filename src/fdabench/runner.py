@@ -85,7 +85,7 @@ def run_cell(
     method = get_method(config["algorithm"], config["hparams"])
     code = cell_fingerprint(config)
     checkpoints = None
-    if checkpoint is not None and checkpoint_every > 0:
+    if checkpoint is not None and checkpoint_every > 0 and method.resumes:
         identity = {"config": canonical_json(config), "code": code.digest, "device": str(where), "threads": threads}
         checkpoints = Checkpoints(Path(checkpoint), checkpoint_every, identity)
     train_started, train_cpu_started = time.perf_counter(), time.process_time()

@@ -99,3 +99,33 @@ def test_checkpoint_is_a_hidden_file_beside_the_result():
     assert checkpoint_path("results/cells/demo/x/fedgp/-90/seed0.json").as_posix() == (
         "results/cells/demo/x/fedgp/-90/.seed0.json.checkpoint.pt"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [
+        ("finetune_offline", {"finetune_epochs": 2}),  # FedAvg rounds resume, the fine-tuning reruns
+        ("dadil_e", {"encoder_rounds": 6, "rounds": 2, "atoms": 2, "support_size": 6, "classifier_steps": 5}),
+    ],
+)
+def test_methods_with_a_fedavg_phase_resume_it(problem, tmp_path, name, hparams):
+    def run(checkpoints=None, stop_after=None):
+        def on_round(record, _total):
+            if record["round"] == stop_after:
+                raise Interrupted
+
+        return get_method(name, hparams).run(problem, SETTINGS, 0, torch.device("cpu"), on_round, checkpoints)
+
+    reference = run()
+    checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        run(checkpoints, stop_after=4)
+    assert checkpoints.path.is_file()
+    assert _without_seconds(run(checkpoints)["rounds"]) == _without_seconds(reference["rounds"])
+
+
+def test_methods_that_start_over_get_no_checkpoint():
+    from fdabench.methods import METHODS
+
+    starting_over = {name for name, cls in METHODS.items() if not cls.resumes}
+    assert starting_over == {"kd3a", "ditto", "fedrep", "apfl", "knn_per"}

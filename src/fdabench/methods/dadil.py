@@ -270,6 +270,8 @@ def _accuracy_and_loss(probabilities: Tensor, y: Tensor) -> dict[str, float]:
 class FedDaDiL(Method):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classify`)."""
 
+    resumes = True  # the encoder's FedAvg rounds resume from a checkpoint; the dictionary rounds rerun
+
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
 
@@ -297,7 +299,9 @@ class FedDaDiL(Method):
         encoder_rounds = (hp["encoder_rounds"] or settings.rounds) if encoder_kind == "fedavg" else 0
         total_rounds = encoder_rounds + dictionary_rounds
         encode = (
-            self._train_encoder(problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round)
+            self._train_encoder(
+                problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round, checkpoints
+            )
             if encoder_rounds
             else None
         )
@@ -385,19 +389,29 @@ class FedDaDiL(Method):
         return AtomsMessage(features.to(device), logits.to(device))
 
     def _train_encoder(
-        self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round
+        self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round, checkpoints
     ) -> Callable[[Tensor], Tensor]:
         """Stage 1: FedAvg over the sources for `encoder_rounds` rounds (the `source_only` method with the
-        cell's settings); its records are logged with phase "encoder"; returns the trained body."""
+        cell's settings; resumed from `checkpoints`); its records are logged with phase "encoder"; returns
+        the trained body."""
         model = build_cell_model(problem, settings, seed, device)  # the same initial weights as source_only
 
         def forward(record: dict[str, Any], _total: int) -> None:
             record["phase"] = "encoder"
-            records.append(record)
             if on_round is not None:
                 on_round(record, total_rounds)
 
-        run_rounds(SourceOnly(), problem, replace(settings, rounds=encoder_rounds), seed, device, forward, model=model)
+        history = run_rounds(
+            SourceOnly(),
+            problem,
+            replace(settings, rounds=encoder_rounds),
+            seed,
+            device,
+            forward,
+            model=model,
+            checkpoints=checkpoints,
+        )
+        records.extend({**record, "phase": "encoder"} for record in history["rounds"])
         model.eval()
         return model.features
 

@@ -46,6 +46,7 @@ class FinetuneOffline(Method):
 
     name = "finetune_offline"
     description = "source FedAvg for the whole budget, then the target fine-tunes locally"
+    resumes = True  # the FedAvg rounds resume from a checkpoint; the (short) fine-tuning reruns
     hparams_schema = {
         "finetune_epochs": {
             "type": ["integer", "null"],
@@ -70,7 +71,9 @@ class FinetuneOffline(Method):
         total_rounds = settings.rounds + epochs
         progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))
         model = build_cell_model(problem, settings, seed, device)
-        history = run_rounds(SourceOnly(), problem, settings, seed, device, progress, model=model)
+        history = run_rounds(
+            SourceOnly(), problem, settings, seed, device, progress, model=model, checkpoints=checkpoints
+        )
         loss_fn = loss_function(problem.task)
         metric = history["metric"]
         _, target_local = local_settings(settings)
