@@ -1,8 +1,10 @@
 """Round-loop checkpoints: a long cell resumes where it was interrupted, with identical results.
 
-Every `every` rounds the round loop saves its whole state (round index, model state, server momentum,
-every client's batch-order generator, torch's global random state, the method's own state and the
-records so far) to one file, written atomically. A checkpoint is used only by the run that made it: it
+Every `every` rounds a training loop saves its whole state to one file, written atomically: what every
+loop has (`loop_state`: the next round, every client's batch-order generator, torch's global random state,
+the records so far) and what its own protocol carries (the round loop: model and server momentum and the
+method's state; KD3A: the model and its mixup generator; personalised methods: the global parameters and
+the target's personal state). A checkpoint is used only by the run that made it: it
 records the cell's identity (configuration, code fingerprint, device, threads), and one of another
 identity is ignored and replaced. The CLI removes it once the cell's result is written.
 """
@@ -51,6 +53,33 @@ def checkpoint_path(output: str | os.PathLike) -> Path:
     """The checkpoint of the cell whose result goes to `output`: a hidden file beside it."""
     output = Path(output)
     return output.with_name(f".{output.name}.checkpoint.pt")
+
+
+def loop_state(
+    next_round: int,
+    generators: list[torch.Generator],
+    records: list[dict[str, Any]],
+    device: torch.device,
+    **protocol: Any,
+) -> dict[str, Any]:
+    """A loop's state before round `next_round`, with its protocol's own entries."""
+    return {
+        "next_round": next_round,
+        "generators": [generator.get_state() for generator in generators],
+        "random": random_state(device),
+        "records": records,
+        **protocol,
+    }
+
+
+def restore_loop(
+    saved: dict[str, Any], generators: list[torch.Generator], device: torch.device
+) -> tuple[int, list[dict[str, Any]]]:
+    """Put the generators and torch's random state back; (the next round, the records so far)."""
+    for generator, state in zip(generators, saved["generators"]):
+        generator.set_state(state)
+    restore_random_state(saved["random"], device)
+    return saved["next_round"], saved["records"]
 
 
 def random_state(device: torch.device) -> dict[str, Any]:

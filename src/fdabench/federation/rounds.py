@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from fdabench.aggregation import fedavg
-from fdabench.federation.checkpoint import Checkpoints, random_state, restore_random_state
+from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
@@ -103,11 +103,8 @@ def run_rounds(
         model.load_state_dict(saved["model"])
         global_params = space.get()
         velocity = None if saved["velocity"] is None else saved["velocity"].to(device)
-        for generator, state in zip(generators, saved["generators"]):
-            generator.set_state(state)
-        restore_random_state(saved["random"], device)
         method.restore_round_state(saved["method"])
-        records, first_round = saved["records"], saved["next_round"]
+        first_round, records = restore_loop(saved, generators, device)
     for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
         phase = "warmup" if round_index < warmup_rounds else "fda"
@@ -178,15 +175,15 @@ def run_rounds(
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):
             checkpoints.save(
-                {
-                    "next_round": round_index + 1,
-                    "model": model.state_dict(),
-                    "velocity": velocity,
-                    "generators": [generator.get_state() for generator in generators],
-                    "random": random_state(device),
-                    "method": method.round_state(),
-                    "records": records,
-                }
+                loop_state(
+                    round_index + 1,
+                    generators,
+                    records,
+                    device,
+                    model=model.state_dict(),
+                    velocity=velocity,
+                    method=method.round_state(),
+                )
             )
         if on_round is not None:
             on_round(record, total_rounds)

@@ -18,12 +18,14 @@ Per round, from global parameters θ:
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fdabench.federation.checkpoint import loop_state, restore_loop
 from fdabench.federation.client import (
     LocalSettings,
     batch_indices,
@@ -142,6 +144,7 @@ class KD3A(Method):
     module docstring). Its BatchNorm MMD alignment term is not included."""
 
     name = "kd3a"
+    resumes = True
     description = (
         "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "
         "(100% of its training inputs)"
@@ -193,8 +196,16 @@ class KD3A(Method):
         mixup_rng = np.random.default_rng(seed * 1_000_003 + len(sources))
         model_bytes = space.update_bytes + sum(b.numel() * b.element_size() for b in space.buffers)
         global_params = space.get()
-        records = []
-        for round_index in range(settings.rounds):
+        records: list[dict[str, Any]] = []
+        first_round = 0
+        saved = checkpoints.load() if checkpoints is not None else None
+        if saved is not None:
+            global_params = saved["global_params"].to(device)
+            space.set(global_params)
+            space.set_buffers([buffer.to(device) for buffer in saved["buffers"]])
+            mixup_rng.bit_generator.state = saved["mixup"]
+            first_round, records = restore_loop(saved, generators, device)
+        for round_index in range(first_round, settings.rounds):
             started = time.perf_counter()
             global_buffers = space.get_buffers()
             source_params, buffer_states, probabilities = [], [], []
@@ -262,6 +273,19 @@ class KD3A(Method):
                 domain_weights=weights.tolist(),
             )
             records.append(record)
+            if checkpoints is not None and checkpoints.due(round_index, settings.rounds):
+                buffers, mixup = space.get_buffers(), mixup_rng.bit_generator.state
+                checkpoints.save(
+                    loop_state(
+                        round_index + 1,
+                        generators,
+                        records,
+                        device,
+                        global_params=global_params,
+                        buffers=buffers,
+                        mixup=mixup,
+                    )
+                )
             if on_round is not None:
                 on_round(record, settings.rounds)
         return {

@@ -18,11 +18,13 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from fdabench.aggregation import fedavg
+from fdabench.federation.checkpoint import loop_state, restore_loop
 from fdabench.federation.client import (
     LocalSettings,
     Proximal,
@@ -65,6 +67,8 @@ class Federation:
 class PersonalisedMethod(Method):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
+    resumes = True
+
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         model = build_cell_model(problem, settings, seed, device)
         space = ParameterSpace(model)
@@ -90,8 +94,14 @@ class PersonalisedMethod(Method):
         global_params = space.get()
         self.start(federation, global_params)
         shared_bytes = self.shared_bytes(federation)
-        records = []
-        for round_index in range(settings.rounds):
+        records: list[dict[str, Any]] = []
+        first_round = 0
+        saved = checkpoints.load() if checkpoints is not None else None
+        if saved is not None:
+            global_params = saved["global_params"].to(device)
+            self.restore_round_state({key: value.to(device) for key, value in saved["personal"].items()})
+            first_round, records = restore_loop(saved, federation.generators, device)
+        for round_index in range(first_round, settings.rounds):
             started = time.perf_counter()
             self.begin_round(federation, global_params)
             updates = torch.stack(
@@ -110,6 +120,9 @@ class PersonalisedMethod(Method):
             uplink, downlink = len(clients) * (shared_bytes + COUNT_BYTES), len(clients) * shared_bytes
             record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
             records.append(record)
+            if checkpoints is not None and checkpoints.due(round_index, settings.rounds):
+                state = loop_state(round_index + 1, federation.generators, records, device, global_params=global_params)
+                checkpoints.save({**state, "personal": self.round_state()})
             if on_round is not None:
                 on_round(record, settings.rounds)
         sources = [source.name for source in problem.sources]
@@ -123,6 +136,13 @@ class PersonalisedMethod(Method):
 
     def start(self, federation: Federation, global_params: Tensor) -> None:
         """Initialise the personal state (every personal model starts from the initial global model)."""
+
+    def round_state(self) -> dict[str, Tensor]:
+        """The personal state carried from round to round (saved in checkpoints); default: none."""
+        return {}
+
+    def restore_round_state(self, state: dict[str, Tensor]) -> None:
+        """Continue from `round_state()` of an interrupted run."""
 
     def shared_bytes(self, federation: Federation) -> int:
         """Bytes of the parameters that cross the client boundary each way (default: the whole model)."""
@@ -160,6 +180,12 @@ class Ditto(PersonalisedMethod):
 
     def start(self, federation, global_params):
         self.personal = global_params.clone()
+
+    def round_state(self):
+        return {"personal": self.personal}
+
+    def restore_round_state(self, state):
+        self.personal = state["personal"]
 
     def train_client(self, federation, index, global_params):
         update = federation.train(index, global_params)
@@ -284,6 +310,12 @@ class FedRep(PersonalisedMethod):
             raise ValueError(f"{self.name}: the model must be `features` followed by `head`")
         self.heads = [global_params[self.body_size :].clone() for _ in federation.clients]
 
+    def round_state(self):
+        return {"heads": torch.stack(self.heads)}
+
+    def restore_round_state(self, state):
+        self.heads = list(state["heads"])
+
     def shared_bytes(self, federation):
         return self.body_space.update_bytes if self.body_space is not None else 0
 
@@ -359,6 +391,12 @@ class APFL(PersonalisedMethod):
         self.personal = global_params.clone()
         self.personal_space = ParameterSpace(copy.deepcopy(federation.model))
         self.mixture_space = ParameterSpace(copy.deepcopy(federation.model))
+
+    def round_state(self):
+        return {"personal": self.personal}
+
+    def restore_round_state(self, state):
+        self.personal = state["personal"]
 
     def train_client(self, federation, index, global_params):
         if index != federation.target_index:
@@ -440,7 +478,7 @@ class KNNPer(PersonalisedMethod):
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")
-        return super().run(problem, settings, seed, device, on_round)
+        return super().run(problem, settings, seed, device, on_round, checkpoints)
 
     @torch.no_grad()
     def evaluate_target(self, federation, global_params, problem, batch_size):
