@@ -2,11 +2,11 @@
 
 Every `every` rounds a training loop saves its whole state to one file, written atomically: what every
 loop has (`loop_state`: the next round, every client's batch-order generator, torch's global random state,
-the records so far) and what its own protocol carries (the round loop: model and server momentum and the
-method's state; KD3A: the model and its mixup generator; personalised methods: the global parameters and
-the target's personal state). A checkpoint is used only by the run that made it: it
-records the cell's identity (configuration, code fingerprint, device, threads), and one of another
-identity is ignored and replaced. The CLI removes it once the cell's result is written.
+the records so far) and what its own protocol carries (the round loop: model, server momentum and the
+method's state; KD3A: the model, its buffers and the mixup generator; personalised methods: the global
+parameters and the personal state). A checkpoint is used only by the run that made it: it records the
+cell's identity (configuration, code fingerprint, device, threads), and one of another identity is
+ignored and replaced. The CLI removes it once the cell's result is written.
 """
 
 from __future__ import annotations
