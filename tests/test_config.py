@@ -50,8 +50,8 @@ def test_unknown_key(raw):
     message = _error(broken)
     assert "suites.demo.experiments.colored_digits: unknown key(s) 'trian'" in message
     assert (
-        "allowed keys: dataset, dataset_options, method_options, methods, partition, partitioner, published, seeds, "
-        "targets, train" in message
+        "allowed keys: dataset, dataset_options, method_options, methods, partition, partitioner, published, "
+        "resources, seeds, targets, train" in message
     )
 
 
@@ -127,6 +127,17 @@ def test_dvc_suites_must_be_defined(raw):
     params = validate_params({**raw, "dvc": {"suites": ["demo", "smoke"]}})
     assert params.dvc_suites == ["demo", "smoke"] and params.for_suite("smoke").suite_name == "smoke"
     assert validate_params({k: v for k, v in raw.items() if k != "dvc"}).dvc_suites == [raw["suite"]]
+
+
+def test_cluster_resources_resolve_default_suite_experiment(raw):
+    params = validate_params(raw)
+    assert params.resources("colored_digits") == {"runtime": 60, "mem_mb": 4096}  # the defaults
+    paper = params.for_suite("paper")
+    assert paper.resources("colored_mnist") == {"runtime": 120, "mem_mb": 16000}  # the suite's
+    assert paper.resources("domain_net") == {"runtime": 2880, "mem_mb": 96000}  # the experiment's
+    broken = copy.deepcopy(raw)
+    broken["suites"]["demo"]["experiments"]["colored_digits"]["resources"] = {"runtime": 0}
+    assert "suites.demo.experiments.colored_digits.resources.runtime: 0 is less than the minimum of 1" in _error(broken)
 
 
 def test_train_model_must_be_registered(raw):

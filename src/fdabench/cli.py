@@ -63,8 +63,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    import torch
+
     from fdabench.data import get_dataset
 
+    torch.set_num_threads(args.threads)
     source = get_dataset(args.dataset)
     options = {**source.default_options, **(args.options or {})}
     started = time.perf_counter()
@@ -362,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)"
     )
     p.add_argument("--output", required=True, help="the prepared dataset directory")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (image decoding and resizing)")
     p.set_defaults(handler=cmd_prepare)
 
     p = sub.add_parser(

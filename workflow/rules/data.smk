@@ -1,5 +1,6 @@
 # Data: raw datasets (mirror or explicit download) -> prepared arrays -> one partition per (experiment,
-# target, seed). Embedded datasets need no raw data.
+# target, seed). Embedded datasets need no raw data. The data rules run where Snakemake runs, also with a
+# cluster executor (`localrule`): they read the mirror and write the shared data folder.
 
 
 rule acquire:
@@ -9,6 +10,7 @@ rule acquire:
         root=lambda wildcards, output: os.path.dirname(output[0]),
         mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
         download="--download" if PARAMS.download else "",
+    localrule: True
     log:
         log("acquire"),
     conda:
@@ -26,13 +28,18 @@ rule prepare:
         options=lambda wildcards: canonical_json(prepared_options(wildcards)),
         code=prepare_code,
         raw_root=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(output[0]))), "raw"),
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    localrule: True
     log:
         log("prepare"),
     conda:
         "../envs/fdabench.yaml"
     shell:
         "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} --raw-root {params.raw_root} "
-        "--output {output} > {log} 2>&1"
+        "--output {output} --threads {threads} > {log} 2>&1"
 
 
 rule partition:
@@ -44,6 +51,7 @@ rule partition:
         partitioner=lambda wildcards: PARAMS.partitioner(wildcards.experiment),
         options=lambda wildcards: canonical_json(PARAMS.partition_options(wildcards.experiment)),
         code=partition_code,
+    localrule: True
     log:
         log("partition"),
     conda:

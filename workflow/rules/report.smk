@@ -62,6 +62,9 @@ rule theory_init:
         beta=lambda wildcards: theory_check_of(wildcards.experiment)[1],
         draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
     threads: PARAMS.threads_per_cell
+    resources:
+        runtime=lambda wildcards: PARAMS.resources(wildcards.experiment)["runtime"],
+        mem_mb=lambda wildcards: PARAMS.resources(wildcards.experiment)["mem_mb"],
     log:
         log("theory_init"),
     conda:

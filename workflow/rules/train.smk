@@ -18,6 +18,9 @@ rule train:
         # a resource, not a parameter: how often a cell saves its state does not change its result, so
         # changing it reruns nothing
         checkpoint_every=PARAMS.checkpoint_every,
+        # per experiment (params.yaml `resources`): what a cluster scheduler is asked for
+        runtime=lambda wildcards: PARAMS.resources(wildcards.experiment)["runtime"],
+        mem_mb=lambda wildcards: PARAMS.resources(wildcards.experiment)["mem_mb"],
     log:
         log("train"),
     conda:

@@ -53,6 +53,10 @@ class Cell:
         )
 
 
+#: what a training job asks a scheduler for unless the suite or experiment says otherwise
+TRAINING_RESOURCES = {"runtime": 60, "mem_mb": 4096}
+
+
 class Params:
     """Validated params.yaml with helpers that resolve experiments, methods and cells of the active suite."""
 
@@ -137,6 +141,14 @@ class Params:
 
     def methods(self, experiment: str) -> list[str]:
         return resolve.experiment_methods(self.suite, self.experiment(experiment))
+
+    def resources(self, experiment: str) -> dict[str, int]:
+        """Scheduler resources of the experiment's training jobs: defaults < suite < experiment."""
+        return {
+            **TRAINING_RESOURCES,
+            **self.suite.get("resources", {}),
+            **self.experiment(experiment).get("resources", {}),
+        }
 
     def train_settings(self, experiment: str) -> dict[str, Any]:
         return resolve.train_settings(self.suite, self.experiment(experiment))

@@ -41,6 +41,14 @@ def params_schema() -> dict[str, Any]:
         description="training settings; unset keys take the dataset's defaults",
     )
     name_list = {"type": "array", "items": _name("a name"), "minItems": 1, "uniqueItems": True}
+    resources = object_schema(
+        {
+            "runtime": {"type": "integer", "minimum": 1, "description": "minutes a training job may run"},
+            "mem_mb": {"type": "integer", "minimum": 1, "description": "memory of a training job (MB)"},
+        },
+        description="what a training job asks a cluster scheduler for (Snakemake resources; never part of a "
+        "cell's identity)",
+    )
     seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True}
     experiment = object_schema(
         {
@@ -72,6 +80,7 @@ def params_schema() -> dict[str, Any]:
                 "published auto-weighting settings)",
             },
             "train": train,
+            "resources": resources,
         },
         required=["dataset"],
     )
@@ -116,6 +125,7 @@ def params_schema() -> dict[str, Any]:
             "seeds": seeds,
             "methods": {**name_list, "description": "default methods of the suite's experiments"},
             "train": train,
+            "resources": {**resources, "description": "default resources of the suite's training jobs"},
             "experiments": {
                 "type": "object",
                 "propertyNames": {"pattern": NAME_PATTERN},
