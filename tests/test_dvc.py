@@ -3,15 +3,15 @@ results from a (local directory) remote reruns nothing; `dvc exp run -S methods.
 the FedGP cells and `dvc exp show` lists the experiment with its metrics."""
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from workflows import TINY_PARAMS, workflow_environment
 
 pytestmark = [
     pytest.mark.pipeline,
@@ -19,28 +19,17 @@ pytestmark = [
 ]
 
 PARAMS = {  # every key dvc.yaml names must be present
-    "suite": "tiny",
+    **TINY_PARAMS,
     "device": "cpu",
     "threads_per_cell": 1,
     "data": {"root": "data"},
     "datasets": {"colored_digits": {"seed": 0}},
     "dvc": {"suites": ["tiny"]},
-    "methods": {"fedgp": {"beta": 0.5}},
-    "suites": {
-        "tiny": {
-            "seeds": [0, 1],
-            "methods": ["source_only", "fedgp"],
-            "train": {"model": "mlp", "model_options": {"hidden": [16]}, "rounds": 3, "warmup_rounds": 1},
-            "experiments": {"colored_digits": {"dataset": "colored_digits", "targets": ["-90"]}},
-            "tables": {"table1": {"experiments": ["colored_digits"]}},
-        }
-    },
 }
 
 
 def _run(workdir: Path, *command: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "15", "XDG_RUNTIME_DIR": str(workdir)}
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env = workflow_environment(workdir)
     result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, " ".join(command) + "\n" + result.stdout[-3000:] + result.stderr[-3000:]
     return result

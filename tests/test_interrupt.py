@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from workflows import workflow_environment
+
 pytestmark = [
     pytest.mark.pipeline,
     pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds training processes in /proc (Linux)"),
@@ -41,17 +43,15 @@ def _command(repo: Path, workdir: Path) -> list[str]:
     return [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "-d", str(workdir), "-c", "2"]
 
 
-def _environment(workdir: Path) -> dict[str, str]:
-    env = {**os.environ, "FDABENCH_FORKSERVER": "0", "XDG_RUNTIME_DIR": str(workdir)}
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
 def _start(repo: Path, workdir: Path) -> subprocess.Popen:
     """Snakemake in the background, its output in workdir/snakemake.out (a pipe nobody reads could fill)."""
     with open(workdir / "snakemake.out", "w") as output:
         return subprocess.Popen(
-            _command(repo, workdir), cwd=repo, env=_environment(workdir), stdout=output, stderr=subprocess.STDOUT
+            _command(repo, workdir),
+            cwd=repo,
+            env=workflow_environment(workdir, forkserver=False),
+            stdout=output,
+            stderr=subprocess.STDOUT,
         )
 
 
@@ -61,7 +61,12 @@ def _output(workdir: Path) -> str:
 
 def _finish(repo: Path, workdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        _command(repo, workdir), cwd=repo, env=_environment(workdir), capture_output=True, text=True, timeout=600
+        _command(repo, workdir),
+        cwd=repo,
+        env=workflow_environment(workdir, forkserver=False),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

@@ -10,21 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.pipeline
+from workflows import TINY_PARAMS, workflow_environment
 
-TINY = {
-    "suite": "tiny",
-    "methods": {"fedgp": {"beta": 0.5}},
-    "suites": {
-        "tiny": {
-            "seeds": [0, 1],
-            "methods": ["source_only", "fedgp"],
-            "train": {"model": "mlp", "model_options": {"hidden": [16]}, "rounds": 3, "warmup_rounds": 1},
-            "experiments": {"colored_digits": {"dataset": "colored_digits", "targets": ["-90"]}},
-            "tables": {"table1": {"experiments": ["colored_digits"]}},
-        }
-    },
-}
+pytestmark = pytest.mark.pipeline
 
 
 def _snakemake(workdir: Path, repo: Path, *args: str, source: Path | None = None) -> subprocess.CompletedProcess:
@@ -41,11 +29,7 @@ def _snakemake(workdir: Path, repo: Path, *args: str, source: Path | None = None
         "2",
         *args,
     ]
-    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "15", "XDG_RUNTIME_DIR": str(workdir)}
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
-    if source is not None:
-        env["PYTHONPATH"] = str(source) + os.pathsep + env.get("PYTHONPATH", "")
+    env = workflow_environment(workdir, source=source)
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -67,7 +51,7 @@ def _source_copy(root: Path, repo: Path, module: str, edit) -> Path:
 
 
 def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
     result = _snakemake(tmp_path, repo_root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -91,13 +75,13 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
 
     # another suite with a table of the same name: its own files; switching back serves the first again
     own = (tmp_path / "results/tiny/table1.csv").read_bytes()
-    other = json.loads(json.dumps(TINY))
+    other = json.loads(json.dumps(TINY_PARAMS))
     other["suite"] = "other"
     other["suites"]["other"] = {
-        **TINY["suites"]["tiny"],
+        **TINY_PARAMS["suites"]["tiny"],
         "seeds": [0],
         "methods": ["source_only"],
-        "train": {**TINY["suites"]["tiny"]["train"], "rounds": 2},
+        "train": {**TINY_PARAMS["suites"]["tiny"]["train"], "rounds": 2},
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(other))
     result = _snakemake(tmp_path, repo_root, "tables")
@@ -106,13 +90,13 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
         "source_only"
     }
     assert (tmp_path / "results/tiny/table1.csv").read_bytes() == own
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
     plan = _jobs(_snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
     assert set(plan) - {"total"} == {"view", "all"}, plan  # nothing is recomputed: the links are re-pointed
     assert _snakemake(tmp_path, repo_root).returncode == 0
     assert (tmp_path / "results/table1.csv").read_bytes() == own
 
-    changed = dict(TINY, methods={"fedgp": {"beta": 0.25}})
+    changed = dict(TINY_PARAMS, methods={"fedgp": {"beta": 0.25}})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(changed))
     plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules")
     jobs = _jobs(plan)
@@ -121,12 +105,12 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     assert "partition" not in jobs and "prepare" not in jobs
 
     # how often cells save checkpoints is not part of their identity: changing it reruns nothing
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "checkpoint_every": 3}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "checkpoint_every": 3}))
     nothing = _snakemake(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
 
     # code: a comment reruns nothing; a change to FedGP's module reruns its cells and only those
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
     comment = _source_copy(tmp_path / "comment", repo_root, "methods/fda.py", lambda t: t + "\n# a comment\n")
     nothing = _snakemake(tmp_path, repo_root, "--dry-run", source=comment)
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
@@ -152,7 +136,7 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
 
 
 def test_typo_fails_before_any_job(tmp_path, repo_root):
-    broken = json.loads(json.dumps(TINY))
+    broken = json.loads(json.dumps(TINY_PARAMS))
     broken["suites"]["tiny"]["methods"] = ["source_only", "fedgpp"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(broken))
     result = _snakemake(tmp_path, repo_root)

@@ -3,7 +3,6 @@ experiment `resources` over the defaults) and, with `device: cuda`, for a GPU; o
 default resources."""
 
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -11,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from workflows import workflow_environment
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
@@ -46,8 +47,7 @@ def _jobs(tmp_path: Path, repo: Path, device: str) -> dict[tuple[str, str], dict
     (workdir / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "device": device}))
     command = [sys.executable, "-m", "snakemake", "--dry-run", "--snakefile", str(repo / "Snakefile")]
     command += ["--directory", str(workdir), "--workflow-profile", str(repo / "workflow/profiles/slurm")]
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    plan = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    plan = subprocess.run(command, capture_output=True, text=True, env=workflow_environment(workdir), timeout=300)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     assert "profiles/slurm" in plan.stdout + plan.stderr
     jobs = {}

@@ -170,7 +170,7 @@ def params_schema() -> dict[str, Any]:
                 "checkpoint_every": {
                     "type": "integer",
                     "minimum": 0,
-                    "description": "round-loop cells save their state every this many rounds and resume from it "
+                    "description": "training cells save their state every this many rounds and resume from it "
                     "when rerun after an interruption (0: never); not part of a cell's identity",
                 },
                 "dvc": object_schema(

@@ -38,7 +38,8 @@ class Method(ABC):
     #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
-    #: whether an interrupted run continues from its last checkpoint (round-loop methods) or starts over
+    #: whether `run` saves its state to `checkpoints` and continues from it (every registered method does); a
+    #: method that does not starts an interrupted cell over and gets no checkpoint
     resumes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):
@@ -71,7 +72,7 @@ class Method(ABC):
         """Train and evaluate; return {"metric": name, "rounds": [per-round records], ...}.
 
         `on_round(record, total_rounds)` is called after every round (progress display). Methods that
-        `resume` save their state to `checkpoints` and continue from it; the others start over."""
+        `resumes` save their state to `checkpoints` and continue from it; the others start over."""
 
 
 class RoundLoopMethod(Method):

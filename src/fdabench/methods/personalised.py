@@ -121,8 +121,16 @@ class PersonalisedMethod(Method):
             record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
             records.append(record)
             if checkpoints is not None and checkpoints.due(round_index, settings.rounds):
-                state = loop_state(round_index + 1, federation.generators, records, device, global_params=global_params)
-                checkpoints.save({**state, "personal": self.round_state()})
+                checkpoints.save(
+                    loop_state(
+                        round_index + 1,
+                        federation.generators,
+                        records,
+                        device,
+                        global_params=global_params,
+                        personal=self.round_state(),
+                    )
+                )
             if on_round is not None:
                 on_round(record, settings.rounds)
         sources = [source.name for source in problem.sources]
