@@ -19,7 +19,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        with_views(table_outputs() + figure_outputs() + theory_outputs()) + metrics_outputs(),
+        with_views(table_outputs() + figure_outputs() + theory_outputs()) + dvc_outputs(),
 
 
 # DVC's stages: the data of every suite in dvc.suites; a suite's report without the results/<name> links
@@ -30,7 +30,7 @@ rule prepared:
 
 rule report:
     input:
-        table_outputs() + figure_outputs() + theory_outputs() + metrics_outputs(),
+        table_outputs() + figure_outputs() + theory_outputs() + dvc_outputs(),
 
 
 rule cells:
@@ -40,7 +40,7 @@ rule cells:
 
 rule tables:
     input:
-        with_views(table_outputs()) + metrics_outputs(),
+        with_views(table_outputs()) + dvc_outputs(),
 
 
 rule figures:

@@ -14,7 +14,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
 
 # Bottom to top. A module may import modules of its own layer or of lower layers.
 LAYERS = (
-    ("fdabench", "fdabench.errors", "fdabench.registry", "fdabench.io", "fdabench.paths", "fdabench.paper"),
+    (
+        "fdabench",
+        "fdabench.errors",
+        "fdabench.registry",
+        "fdabench.io",
+        "fdabench.paths",
+        "fdabench.paper",
+        "fdabench.families",
+    ),
     ("fdabench.aggregation", "fdabench.dictionary", "fdabench.data", "fdabench.models"),
     ("fdabench.federation",),
     ("fdabench.methods", "fdabench.theory"),
@@ -30,7 +38,7 @@ LAYERS = (
     ("fdabench.forkserver", "fdabench.runlock", "fdabench.cli", "fdabench.__main__"),
 )
 # What the report may read: cell files and the published papers, never params or the registries.
-REPORT_MAY_IMPORT = ("fdabench.cells", "fdabench.io", "fdabench.paper", "fdabench.report")
+REPORT_MAY_IMPORT = ("fdabench.cells", "fdabench.io", "fdabench.paper", "fdabench.report", "fdabench.families")
 DEFERRED_IMPORTS_ALLOWED = ("fdabench.cli",)
 
 

@@ -1,6 +1,7 @@
 """DVC on the project's own dvc.yaml, with a tiny suite: `dvc repro` builds it; a clone that pulls data and
 results from a (local directory) remote reruns nothing; `dvc exp run -S methods.fedgp.beta=0.4` reruns only
-the FedGP cells and `dvc exp show` lists the experiment with its metrics."""
+the FedGP cells, `dvc exp show` lists the experiment with its metrics and `dvc plots diff` overlays its
+per-round curves on the baseline's."""
 
 import json
 import re
@@ -62,6 +63,17 @@ def _cells(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "results/cells").rglob("*.json"))}
 
 
+def _plots(project: Path, *revisions: str) -> dict[str, set[tuple[str, int]]]:
+    """`dvc plots diff --json` of the revisions (none: the workspace): plot id -> (revision, round) pairs drawn;
+    fails on any error DVC reports (it exits 0 on them)."""
+    shown = json.loads(_run(project, "dvc", "plots", "diff", *revisions, "--json").stdout)
+    assert "errors" not in shown, shown["errors"]
+    return {
+        plot: {(value["rev"], int(value["round"])) for entry in entries for value in entry["content"]["data"]["values"]}
+        for plot, entries in shown["data"].items()
+    }
+
+
 def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     project = _project(tmp_path / "project", repo_root)
     built = _run(project, "dvc", "repro")
@@ -70,6 +82,10 @@ def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     metrics = json.loads((project / "results/metrics/tiny.json").read_text())
     assert set(metrics["table1"]["colored_digits"]) == {"source_only", "fedgp"}
     assert "up to date" in _run(project, "dvc", "status").stdout
+    rounds = "results/plots/tiny/rounds/colored_digits"
+    plots = _plots(project)
+    assert set(plots) == {f"{rounds}/source_only.csv", f"{rounds}/fedgp.csv"}
+    assert plots[f"{rounds}/fedgp.csv"] == {("workspace", r) for r in (1, 2, 3, 4)}  # a warm-up round, 3 FDA rounds
 
     # data and results through a local-directory remote: the clone reruns nothing
     _run(project, "dvc", "remote", "add", "-d", "store", str(tmp_path / "store"))
@@ -93,3 +109,6 @@ def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     shown = json.loads(_run(project, "dvc", "exp", "show", "--json").stdout)
     text = json.dumps(shown)
     assert "beta04" in text and "results/metrics/tiny.json" in text
+    # the experiment's curves beside the baseline's, from the cache, in DVC's built-in template
+    compared = _plots(project, "HEAD", "beta04")
+    assert compared[f"{rounds}/fedgp.csv"] == {(rev, r) for rev in ("HEAD", "beta04") for r in (1, 2, 3, 4)}

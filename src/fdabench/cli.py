@@ -251,12 +251,23 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_figure(args: argparse.Namespace) -> int:
-    from fdabench.report.figures import plot_betas, plot_final, plot_rounds
+    from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
 
+    families = dict(json.loads(args.methods)) if args.methods else None
     if args.kind in ("shift", "beta", "alpha"):
-        plot_final(args.cells, args.output, args.kind, args.title)
+        plot_sweep(args.cells, args.output, args.kind, args.title, families)
+    elif args.kind == "betas":
+        plot_betas(args.cells, args.output, args.title)
     else:
-        {"rounds": plot_rounds, "betas": plot_betas}[args.kind](args.cells, args.output, args.title)
+        {"rounds": plot_rounds, "final": plot_final}[args.kind](args.cells, args.output, args.title, families)
+    return 0
+
+
+def cmd_plots(args: argparse.Namespace) -> int:
+    from fdabench.report.dvc_plots import write_dvc_plots
+
+    rounds, betas = write_dvc_plots(args.cells, args.rounds, args.betas)
+    print(f"{rounds} per-round series -> {args.rounds}; {betas} β series -> {args.betas}")
     return 0
 
 
@@ -435,19 +446,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("figure", help="plot cells")
     p.add_argument(
         "kind",
-        choices=["rounds", "betas", "shift", "beta", "alpha"],
-        help="rounds: metric per round; betas: auto-weighting β per source and round; shift: final metric vs the level "
-        "in the target name; beta: final metric vs β",
+        choices=["rounds", "final", "betas", "shift", "beta", "alpha"],
+        help="rounds: metric per round, a row of panels per method family; final: final metric per method and "
+        "target with its seeds and the published value (a table at a glance); betas: auto-weighting β per source "
+        "and round; shift: final metric vs the level in the target name; beta (alpha): final metric vs β (α)",
     )
     p.add_argument("cells", nargs="+", help="cell result files")
     p.add_argument("--output", required=True)
     p.add_argument("--title")
+    p.add_argument(
+        "--methods",
+        help="JSON list of [method, family] pairs, the whole suite's methods in table order: fixes each method's "
+        "colour, so it is the same in every figure (default: the given cells' methods)",
+    )
     p.set_defaults(handler=cmd_figure)
 
     p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
     p.add_argument("tables", nargs="*", help="table JSON files (fdabench table --json)")
     p.add_argument("--output", required=True)
     p.set_defaults(handler=cmd_metrics)
+
+    p = sub.add_parser(
+        "plots", help="the per-round series `dvc plots` draws: one CSV per experiment and method (β: per source)"
+    )
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--rounds", required=True, help="folder for rounds/<experiment>/<method>.csv (replaced as a whole)")
+    p.add_argument(
+        "--betas", required=True, help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)"
+    )
+    p.set_defaults(handler=cmd_plots)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
     p.add_argument("cells", nargs="+")

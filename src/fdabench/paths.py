@@ -18,14 +18,19 @@ PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
 ROUNDS_FIGURE = "results/{suite}/figures/{experiment}_rounds.png"
 BETAS_FIGURE = "results/{suite}/figures/{experiment}_betas.png"
 FIGURE = "results/{suite}/figures/{figure}.png"
+#: a table at a glance: its final metric per method and target, seeds and published values
+TABLE_FIGURE = "results/{suite}/figures/{table}_final.png"
 #: every table's per-method means of a suite in one file, for `dvc metrics` (outside results/<suite>/, which
 #: DVC tracks as one output)
 METRICS = "results/metrics/{suite}.json"
+#: the per-round series `dvc plots` draws (fdabench.report.dvc_plots), one CSV per series, outside results/<suite>/
+PLOTS_ROUNDS = "results/plots/{suite}/rounds"
+PLOTS_BETAS = "results/plots/{suite}/betas"
 # The active suite's tables and figures are also reachable without the suite folder (results/table1.csv):
 # a relative link into results/<suite>/, re-pointed when the active suite changes (`active_view`).
 VIEW = "results/{view}"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
-RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics")
+RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots")
 TABLE_EXTENSIONS = ("csv", "md", "json")
 THEORY_EXTENSIONS = ("csv", "md", "png")
 PAPER_VS_OURS_EXTENSIONS = ("csv", "md")
@@ -40,9 +45,11 @@ LOGS = {
     "table": "results/logs/tables/{suite}/{table}.log",
     "paper_vs_ours": "results/logs/tables/{suite}/paper_vs_ours.log",
     "metrics": "results/logs/tables/{suite}/metrics.log",
+    "dvc_plots": "results/logs/tables/{suite}/dvc_plots.log",
     "figure_rounds": "results/logs/figures/{suite}/{experiment}_rounds.log",
     "figure_betas": "results/logs/figures/{suite}/{experiment}_betas.log",
     "figure": "results/logs/figures/{suite}/{figure}.log",
+    "figure_table": "results/logs/figures/{suite}/{table}_final.log",
     "view": "results/logs/views/{view}.log",
 }
 

@@ -109,6 +109,7 @@ def run_cell(
             "partition_hash": partition_hash,
             "code": code.to_json(),
             "uses_unlabelled_target": method.uses_unlabelled_target,
+            "family": method.family,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         }
     )

@@ -1,17 +1,31 @@
-"""Figures of final metrics against a hyper-parameter: the right cells are plotted, the rest refused."""
+"""Figures: the right cells are plotted with their methods' styles and the published values; the rest refused."""
 
 import json
 
+import matplotlib
+import numpy as np
 import pytest
 
-from fdabench.report.figures import final_frame, plot_final
+from fdabench.report.figures import (
+    draw_final,
+    draw_rounds,
+    final_frame,
+    plot_final,
+    plot_rounds,
+    plot_sweep,
+    with_average,
+)
+from fdabench.report.style import method_styles
 
 
-def _cell(tmp_path, method, algorithm, hparams, seed, final, target="cleveland"):
+def _cell(
+    tmp_path, method, algorithm, hparams, seed, final, target="cleveland", experiment="weak_ablation", published=None
+):
     config = {
         "suite": "s",
-        "experiment": "weak_ablation",
+        "experiment": experiment,
         "dataset": "fed_heart",
+        "published": published,
         "method": method,
         "algorithm": algorithm,
         "hparams": hparams,
@@ -24,10 +38,11 @@ def _cell(tmp_path, method, algorithm, hparams, seed, final, target="cleveland")
         "cell": {k: config[k] for k in ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")},
         "config": config,
         "metric": "accuracy",
+        "family": {"auxinfo_gp": "weakly_supervised", "fedda": "fda", "fedgp": "fda"}.get(algorithm, "baseline"),
         "final": final,
-        "rounds": [],
+        "rounds": [{"round": r, "phase": "fda", "accuracy": final * (r + 1) / 3} for r in range(3)],
     }
-    path = tmp_path / f"{method}-{seed}.json"
+    path = tmp_path / f"{experiment}-{method}-{target}-{seed}.json"
     path.write_text(json.dumps(payload))
     return str(path)
 
@@ -46,11 +61,85 @@ def test_final_metric_against_a_hyper_parameter(tmp_path, kind):
         60.0,
     ]
     output = tmp_path / f"{kind}.png"
-    plot_final(paths, output, kind)
+    plot_sweep(paths, output, kind)
     assert output.stat().st_size > 1000
 
 
 def test_no_fixed_value_is_refused(tmp_path):
     paths = [_cell(tmp_path, "source_only", "source_only", {}, 0, 0.4)]
     with pytest.raises(ValueError, match="no cells with a fixed alpha"):
-        plot_final(paths, tmp_path / "x.png", "alpha")
+        plot_sweep(paths, tmp_path / "x.png", "alpha")
+
+
+def _lines_by_label(axis):
+    return {line.get_label(): line for line in axis.get_lines() if not line.get_label().startswith("_")}
+
+
+def test_rounds_figure_rows_are_families_with_the_suite_styles(tmp_path):
+    paths = [
+        _cell(tmp_path, method, method, {}, seed, final, target=target)
+        for method, final in (("source_only", 0.4), ("target_only", 0.5), ("fedgp", 0.7))
+        for target in ("a", "b")
+        for seed in (0, 1)
+    ]
+    # the suite also has fedda, between target_only and fedgp: fedgp's style is the suite's, not this subset's
+    suite = {"source_only": "baseline", "target_only": "baseline", "fedda": "fda", "fedgp": "fda"}
+    figure = draw_rounds(paths, "t", suite)
+    axes = figure.axes
+    assert len(axes) == 4  # 2 families (baselines, FDA rules) x 2 targets
+    styles = method_styles(suite)
+    fda_panel = _lines_by_label(axes[2])
+    assert matplotlib.colors.to_rgb(fda_panel["fedgp"].get_color()) == styles["fedgp"].colour
+    assert styles["fedgp"].colour != method_styles({"fedgp": "fda"})["fedgp"].colour
+    # the baselines repeat as thin grey references in the other family's panels, and nowhere else
+    assert {"source_only", "target_only"} <= set(fda_panel) and matplotlib.colors.to_hex(
+        fda_panel["source_only"].get_color()
+    ) == matplotlib.colors.to_hex("0.72")
+    # per-round mean over the two seeds of the cell's curve
+    assert np.allclose(fda_panel["fedgp"].get_ydata(), [100 * 0.7 * (r + 1) / 3 for r in range(3)])
+    legends = [axis.get_legend() for axis in axes if axis.get_legend()]
+    assert [[text.get_text() for text in legend.get_texts()] for legend in legends] == [
+        ["source_only", "target_only"],
+        ["fedgp", "source_only / target_only"],
+    ]
+    plot_rounds(paths, tmp_path / "rounds.png")
+    assert (tmp_path / "rounds.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_final_figure_shows_seeds_means_and_published_values(tmp_path):
+    # fmnist_noise, target noise0.4: published FedDA (β = 0.5) 58.60 and Source Only 18.55 (fdabench.paper.published)
+    paths = [
+        _cell(
+            tmp_path,
+            method,
+            method,
+            {"beta": 0.5} if method == "fedda" else {},
+            seed,
+            final + seed / 100,
+            target=target,
+            experiment="e",
+            published="fmnist_noise",
+        )
+        for method, final in (("fedda", 0.6), ("source_only", 0.3))
+        for target in ("noise0.4", "noise0.6")
+        for seed in (0, 1)
+    ]
+    frame = with_average(final_frame(paths))
+    fedda = frame[(frame["method"] == "fedda")]
+    published = dict(zip(fedda["target"], fedda["published"]))
+    assert published["noise0.4"] == pytest.approx(58.6)
+    average = fedda[fedda["target"] == "Avg"].sort_values("seed")["value"].tolist()
+    assert average == pytest.approx([60.0, 61.0])
+    figure = draw_final(paths, "t")
+    panels = [axis for axis in figure.axes if axis.get_visible()]
+    assert [axis.get_title() for axis in panels] == ["target noise0.4", "target noise0.6", "target Avg"]
+    ticks = [label.get_text() for label in panels[0].get_yticklabels()]
+    assert ticks == ["fedda", "source_only"]
+    # the published diamond sits at the published value on fedda's row
+    diamonds = [c for c in panels[0].collections if c.get_gid() == "published"]
+    assert diamonds[0].get_offsets().tolist() == [[pytest.approx(58.6), 0.0], [pytest.approx(18.55), 1.0]]
+    # every seed is a dot
+    dots = [c for c in panels[0].collections if c.get_gid() == "seeds"]
+    assert sorted(dots[0].get_offsets()[:, 0].tolist()) == pytest.approx([30.0, 31.0, 60.0, 61.0])
+    plot_final(paths, tmp_path / "final.png")
+    assert (tmp_path / "final.png").read_bytes()[:4] == b"\x89PNG"

@@ -55,6 +55,10 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+# the suite's methods in table order -> family: fixes each method's colour in every figure of the suite
+METHOD_FAMILIES = canonical_json(list(PARAMS.method_families().items()))
+
+
 def dataset_of(experiment):
     return PARAMS.experiment(experiment)["dataset"]
 
@@ -132,12 +136,14 @@ def auto_cell_paths(experiment):
     return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
 
 
-def metrics_outputs():
-    return [suite_pattern("METRICS")]
+def dvc_outputs():
+    """The files DVC reads: the metrics file and the `dvc plots` folders."""
+    return [suite_pattern("METRICS"), suite_pattern("PLOTS_ROUNDS"), suite_pattern("PLOTS_BETAS")]
 
 
 def figure_outputs():
-    outputs = [suite_pattern("ROUNDS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names()]
+    outputs = [suite_pattern("TABLE_FIGURE", table=table) for table in PARAMS.tables()]
+    outputs += [suite_pattern("ROUNDS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names()]
     outputs += [suite_pattern("BETAS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
     outputs += [suite_pattern("FIGURE", figure=figure) for figure in PARAMS.figures()]
     return outputs

@@ -27,12 +27,31 @@ rule figure_rounds:
         pattern("ROUNDS_FIGURE"),
     params:
         title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: target test metric per round",
+        methods=METHOD_FAMILIES,
     log:
         log("figure_rounds"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure rounds {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+        "fdabench figure rounds {input.cells:q} --output {output} --title {params.title:q} --methods {params.methods:q} "
+        "> {log} 2>&1"
+
+
+rule figure_table:
+    input:
+        cells=lambda wildcards: cell_paths(PARAMS.tables()[wildcards.table]["experiments"]),
+    output:
+        pattern("TABLE_FIGURE"),
+    params:
+        title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
+        methods=METHOD_FAMILIES,
+    log:
+        log("figure_table"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench figure final {input.cells:q} --output {output} --title {params.title:q} --methods {params.methods:q} "
+        "> {log} 2>&1"
 
 
 rule figure_betas:
@@ -102,12 +121,14 @@ rule figure_final:
     params:
         kind=lambda wildcards: PARAMS.figures()[wildcards.figure]["kind"],
         title=lambda wildcards: PARAMS.figures()[wildcards.figure].get("title", wildcards.figure),
+        methods=METHOD_FAMILIES,
     log:
         log("figure"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure {params.kind} {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+        "fdabench figure {params.kind} {input.cells:q} --output {output} --title {params.title:q} "
+        "--methods {params.methods:q} > {log} 2>&1"
 
 
 rule metrics:
@@ -121,6 +142,20 @@ rule metrics:
         "../envs/fdabench.yaml"
     shell:
         "fdabench metrics {input.tables:q} --output {output} > {log} 2>&1"
+
+
+rule dvc_plots:
+    input:
+        cells=cell_paths(PARAMS.experiment_names()),
+    output:
+        rounds=directory(pattern("PLOTS_ROUNDS")),
+        betas=directory(pattern("PLOTS_BETAS")),
+    log:
+        log("dvc_plots"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench plots {input.cells:q} --rounds {output.rounds} --betas {output.betas} > {log} 2>&1"
 
 
 rule paper_vs_ours:

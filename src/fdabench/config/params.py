@@ -159,6 +159,12 @@ class Params:
         experiment; a variant's `by_target.<target>` hyper-parameters override the others for that target."""
         return resolve.algorithm_of(self.raw, name), resolve.hparams(self.raw, None, name, target)
 
+    def method_families(self) -> dict[str, str]:
+        """method -> family of every method of the suite, in the order its experiments list them (the tables'
+        order): what fixes each method's colour in the suite's figures (fdabench.report.style)."""
+        methods = dict.fromkeys(m for experiment in self.experiment_names() for m in self.methods(experiment))
+        return {method: METHODS.get(resolve.algorithm_of(self.raw, method)).family for method in methods}
+
     def logs_betas(self, name: str) -> bool:
         """Whether the method variant chooses β automatically (its rounds log betas)."""
         return METHODS.get(resolve.algorithm_of(self.raw, name)).logs_betas

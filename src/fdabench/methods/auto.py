@@ -157,6 +157,7 @@ class FedDAAuto(AutoWeighted):
     """FedDA with β_i = σ̂² / (σ̂² + d̂_i²) every round."""
 
     name = "fedda_auto"
+    family = "auto"
     description = "FedDA with per-source β minimising the estimated Delta error"
     rule = "fedda"
 
@@ -171,6 +172,7 @@ class FedGPAuto(AutoWeighted):
     """FedGP with β_i = σ̂² / (σ̂² + τ²d̂_i²) every round."""
 
     name = "fedgp_auto"
+    family = "auto"
     description = "FedGP with per-source β minimising the estimated Delta error"
     rule = "fedgp"
     hparams_schema = {

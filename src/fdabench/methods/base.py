@@ -22,7 +22,15 @@ from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.registry import Registry, derive_defaults
 
-__all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "TargetContext", "get_method"]
+__all__ = [
+    "METHODS",
+    "Aggregate",
+    "Method",
+    "RoundInputs",
+    "RoundLoopMethod",
+    "TargetContext",
+    "get_method",
+]
 
 
 class Method(ABC):
@@ -30,6 +38,8 @@ class Method(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: the method's family, a key of fdabench.families.FAMILIES (recorded in its cells; figures group by it)
+    family: ClassVar[str]
     #: whether training reads the target's unlabelled training inputs (recorded in cells, marked in tables)
     uses_unlabelled_target: ClassVar[bool] = False
     #: whether the method chooses β per source and round itself (its rounds log `betas`; plotted per source)

@@ -15,6 +15,7 @@ class SourceOnly(RoundLoopMethod):
     starts every run with its 2 FedAvg warm-up epochs: 52 FedAvg rounds for FMNIST)."""
 
     name = "source_only"
+    family = "baseline"
     description = "FedAvg over the source clients; evaluated on the target"
     target_split = None
     warmup = True
@@ -28,6 +29,7 @@ class TargetOnly(RoundLoopMethod):
     """The target trains alone on its labelled samples (θ += g_T)."""
 
     name = "target_only"
+    family = "baseline"
     description = "the target client trains alone on its labelled samples"
     sources_train = False
 

@@ -270,6 +270,7 @@ def _accuracy_and_loss(probabilities: Tensor, y: Tensor) -> dict[str, float]:
 class FedDaDiL(Method):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classify`)."""
 
+    family = "unsupervised"
     resumes = True  # the encoder's FedAvg rounds resume from a checkpoint; the dictionary rounds rerun
 
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label

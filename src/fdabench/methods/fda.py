@@ -15,6 +15,7 @@ class FedDA(RoundLoopMethod):
     """FedDA: θ += Σ_i w_i [(1 − β) g_T + β g_i], after FedAvg warm-up rounds."""
 
     name = "fedda"
+    family = "fda"
     description = "convex combination of the target update and each source update"
     warmup = True
     hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5}}
@@ -89,6 +90,7 @@ class FedGP(RoundLoopMethod):
     """
 
     name = "fedgp"
+    family = "fda"
     description = "per-layer projection of the target update onto each source update, non-positive layers filtered"
     warmup = True
     hparams_schema = {

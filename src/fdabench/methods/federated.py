@@ -24,6 +24,7 @@ class FedProx(RoundLoopMethod):
     global model is evaluated on it. μ = 0 is FedAvg (`source_only`)."""
 
     name = "fedprox"
+    family = "federated"
     description = "FedAvg over the sources with FedProx's proximal term in local training; evaluated on the target"
     target_split = None
     # μ = 0.01 from FedProx's grid {0.001, 0.01, 0.1, 1} (Li et al. 2020, §5)
@@ -45,6 +46,7 @@ class FinetuneOffline(Method):
     client boundary while fine-tuning. `head_only` freezes the body (`features`) and trains `head` alone."""
 
     name = "finetune_offline"
+    family = "baseline"
     description = "source FedAvg for the whole budget, then the target fine-tunes locally"
     resumes = True  # the FedAvg rounds resume from a checkpoint; the (short) fine-tuning reruns
     hparams_schema = {

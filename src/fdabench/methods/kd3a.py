@@ -144,6 +144,7 @@ class KD3A(Method):
     module docstring). Its BatchNorm MMD alignment term is not included."""
 
     name = "kd3a"
+    family = "unsupervised"
     resumes = True
     description = (
         "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "

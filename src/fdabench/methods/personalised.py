@@ -67,6 +67,7 @@ class Federation:
 class PersonalisedMethod(Method):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
+    family = "federated"
     resumes = True
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):

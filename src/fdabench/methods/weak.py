@@ -52,6 +52,7 @@ class WeaklySupervised(RoundLoopMethod):
     """Shared machinery: auxiliary heads (when α > 0 and the data carry auxiliary labels), the multi-task
     source loss, and the split of every aggregate into the shared part and the auxiliary heads."""
 
+    family = "weakly_supervised"
     uses_auxiliary = False
     # α = 1: the healthcare paper
     hparams_schema = {

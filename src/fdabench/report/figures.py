@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from fdabench.cells import read_cell
+from fdabench.families import FAMILIES
 from fdabench.io import atomic_path
+from fdabench.paper.published import PUBLISHED_AVERAGES, method_key, published_value
+from fdabench.report.style import REFERENCE_METHODS, MethodStyle, families_in_order, method_styles
+from fdabench.report.tables import AVERAGE
+
+PERCENT_METRICS = ("accuracy", "auc")
 
 
 def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
@@ -25,7 +31,7 @@ def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
                     "round": rows["round"] + 1,
                     "phase": rows["phase"],
                     "metric": metric,
-                    "value": rows[metric] * (100 if metric == "accuracy" else 1),
+                    "value": rows[metric] * (100 if metric in PERCENT_METRICS else 1),
                 }
             )
         )
@@ -39,39 +45,104 @@ def save_figure(figure, output: str | Path) -> None:
         figure.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
 
 
-def plot_rounds(paths: Iterable[str], output: str | Path, title: str | None = None) -> None:
-    """Target test metric per round, one panel per target, one line per method (band: ±1 sd over seeds)."""
+def _save_and_close(figure, output: str | Path) -> None:
+    save_figure(figure, output)
+    _pyplot().close(figure)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def metric_label(metric: str) -> str:
+    return (
+        f"target test {metric if metric == 'accuracy' else metric.upper()} (%)"
+        if metric in PERCENT_METRICS
+        else f"target test {metric}"
+    )
+
+
+def cell_families(paths: Iterable[str]) -> dict[str, str]:
+    """method -> family of the given cells, in their order (the styles of a figure drawn on its own)."""
+    families: dict[str, str] = {}
+    for path in paths:
+        cell = read_cell(path)
+        families.setdefault(cell["config"]["method"], cell["family"])
+    return families
+
+
+def _line(axis, frame: pd.DataFrame, method: str, style: MethodStyle | None, **overrides) -> None:
+    """Mean over seeds of one method's per-round values, with a ±1 sd band."""
     import seaborn as sns
 
+    kwargs = {"color": style.colour, "dashes": style.dashes, "linewidth": 1.4} if style else {}
+    sns.lineplot(
+        data=frame, x="round", y="value", errorbar="sd", ax=axis, legend=False, **{**kwargs, **overrides}, label=method
+    )
+
+
+def plot_rounds(
+    paths: Iterable[str], output: str | Path, title: str | None = None, families: Mapping[str, str] | None = None
+) -> None:
+    """`draw_rounds`, saved as PNG."""
+    _save_and_close(draw_rounds(paths, title, families), output)
+
+
+def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mapping[str, str] | None = None):
+    """Target test metric per round (mean over seeds, band ±1 sd): one row of panels per method family, one
+    column per target. Colours and dashes follow `method_styles(families)` (the suite's methods in table
+    order; default: the cells' own), so a method looks the same in every figure of the suite; other families'
+    rows repeat the REFERENCE_METHODS as thin grey lines; each row's legend lists its methods in table order."""
+    from matplotlib.lines import Line2D
+
+    plt = _pyplot()
+    paths = list(paths)
     frame = rounds_frame(paths)
     metric = frame["metric"].iloc[0]
+    styles = method_styles(families or cell_families(paths))
+    families = families_in_order(styles, dict.fromkeys(frame["method"]))
+    references = [method for method in REFERENCE_METHODS if method in set(frame["method"])]
     targets = list(dict.fromkeys(frame["target"]))
-    grid = sns.relplot(
-        data=frame,
-        x="round",
-        y="value",
-        hue="method",
-        col="target",
-        col_order=targets,
-        col_wrap=min(3, len(targets)),
-        kind="line",
-        errorbar="sd",
-        height=2.6,
-        aspect=1.3,
-        facet_kws={"sharey": metric == "accuracy"},
+    figure, axes = plt.subplots(
+        len(families),
+        len(targets),
+        figsize=(2.6 * len(targets) + 2.4, 2.0 * len(families) + 0.6),
+        sharex=True,
+        sharey=metric in PERCENT_METRICS,
+        squeeze=False,
     )
-    grid.set_axis_labels("round", "target test accuracy (%)" if metric == "accuracy" else f"target test {metric}")
-    grid.set_titles(col_template="target {col_name}")
-    if metric != "accuracy":
-        grid.set(yscale="log")
+    by_cell = {key: rows for key, rows in frame.groupby(["method", "target"], sort=False)}
+    for row, (family, methods) in enumerate(families.items()):
+        for column, target in enumerate(targets):
+            axis = axes[row][column]
+            if family != "baseline":
+                for method in (m for m in references if (m, target) in by_cell):
+                    _line(axis, by_cell[(method, target)], method, None, color="0.72", linewidth=0.8)
+            for method in methods:
+                if (method, target) in by_cell:
+                    _line(axis, by_cell[(method, target)], method, styles[method])
+            if metric not in PERCENT_METRICS:
+                axis.set_yscale("log")
+            axis.set_xlabel("round" if row == len(families) - 1 else "")
+            axis.set_ylabel(f"{FAMILIES[family]}\n{metric_label(metric)}" if column == 0 else "", fontsize=8)
+            if row == 0:
+                axis.set_title(f"target {target}", fontsize=9)
+            axis.tick_params(labelsize=7)
+        handles = [
+            Line2D([], [], color=styles[m].colour, dashes=styles[m].dashes, linewidth=1.4, label=m) for m in methods
+        ]
+        if family != "baseline" and references:
+            handles.append(Line2D([], [], color="0.72", linewidth=0.8, label=" / ".join(references)))
+        axes[row][-1].legend(handles=handles, loc="center left", bbox_to_anchor=(1.03, 0.5), fontsize=7, frameon=False)
     if title:
-        grid.figure.suptitle(title, y=1.02)
-    save_figure(grid.figure, output)
-    plt.close(grid.figure)
+        figure.suptitle(title, y=1.0)
+    figure.tight_layout()
+    return figure
 
 
 def betas_frame(paths: Iterable[str]) -> pd.DataFrame:
@@ -96,12 +167,9 @@ def betas_frame(paths: Iterable[str]) -> pd.DataFrame:
 def plot_betas(paths: Iterable[str], output: str | Path, title: str | None = None) -> None:
     """Auto-weighting β per source over rounds (mean over seeds, band ±1 sd): one panel per target
     (columns) and method (rows), one line per source (FedGP paper, Figures 6-11)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import seaborn as sns
 
+    plt = _pyplot()
     frame = betas_frame(paths)
     if frame.empty:
         raise ValueError("none of these cells logs betas (no auto-weighted method)")
@@ -138,46 +206,175 @@ def _level(target: str) -> float:
 
 
 def final_frame(paths: Iterable[str]) -> pd.DataFrame:
+    """One row per cell: identity, the fixed β/α it ran with, its final metric (accuracy and AUC in %) and the
+    published value of its row where one exists (fdabench.paper.published, already in %)."""
     rows = []
     for path in paths:
         cell = read_cell(path)
         config = cell["config"]
+        key = config.get("published")
+        percent = cell["metric"] in PERCENT_METRICS
         rows.append(
             {
                 "experiment": config["experiment"],
                 "method": config["method"],
                 "algorithm": config["algorithm"],
+                "family": cell["family"],
                 "target": config["target"],
                 "seed": config["seed"],
                 "beta": config["hparams"].get("beta"),
                 "alpha": config["hparams"].get("alpha"),
                 "metric": cell["metric"],
-                "value": cell["final"] * (100 if cell["metric"] == "accuracy" else 1),
+                "value": cell["final"] * (100 if percent else 1),
+                "published_table": key,
+                "method_key": method_key(config),
+                "published": published_value(key, config["target"], config) if key else None,
             }
         )
     return pd.DataFrame(rows)
 
 
-def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str | None = None) -> None:
+def with_average(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` plus target AVERAGE rows: per (experiment, method, seed) the mean over the experiment's targets
+    (seeds missing a target left out, as in the tables), with the published average where one exists."""
+    targets = frame.groupby("experiment")["target"].nunique()
+    averages = []
+    for (experiment, _method, _seed), rows in frame.groupby(["experiment", "method", "seed"], sort=False):
+        if rows["target"].nunique() < targets[experiment]:
+            continue
+        first = rows.iloc[0]
+        key = first["published_table"]
+        averages.append(
+            {
+                **first.to_dict(),
+                "target": AVERAGE,
+                "value": rows["value"].mean(),
+                "published": PUBLISHED_AVERAGES.get(key, {}).get(first["method_key"]) if key else None,
+            }
+        )
+    return pd.concat([frame, pd.DataFrame(averages, columns=frame.columns)], ignore_index=True)
+
+
+def plot_final(
+    paths: Iterable[str], output: str | Path, title: str | None = None, families: Mapping[str, str] | None = None
+) -> None:
+    """`draw_final`, saved as PNG."""
+    _save_and_close(draw_final(paths, title, families), output)
+
+
+def draw_final(paths: Iterable[str], title: str | None = None, families: Mapping[str, str] | None = None):
+    """A table at a glance: the final metric per method (rows, in table order) and target (one panel per
+    experiment and target, then Avg), every seed as a dot, the mean over seeds as a bar "|" with ±1 sd, and the
+    published value as a black diamond where one exists. Colours follow `method_styles(families)`."""
+    import numpy as np
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    plt = _pyplot()
+    paths = list(paths)
+    frame = with_average(final_frame(paths))
+    metric = frame["metric"].iloc[0]
+    styles = method_styles(families or cell_families(paths))
+    methods = list(dict.fromkeys(frame["method"]))
+    experiments = list(dict.fromkeys(frame["experiment"]))
+    panels = {e: list(dict.fromkeys(frame.loc[frame["experiment"] == e, "target"])) for e in experiments}
+    columns = max(len(targets) for targets in panels.values())
+    figure, axes = plt.subplots(
+        len(experiments),
+        columns,
+        figsize=(2.1 * columns + 1.6, 0.22 * len(methods) * len(experiments) + 1.0 * len(experiments) + 0.4),
+        sharey=True,
+        squeeze=False,
+    )
+    positions = {method: index for index, method in enumerate(methods)}
+    has_published = frame["published"].notna().any()
+    for row, experiment in enumerate(experiments):
+        for column in range(columns):
+            axis = axes[row][column]
+            if column >= len(panels[experiment]):
+                axis.set_visible(False)
+                continue
+            target = panels[experiment][column]
+            rows = frame[(frame["experiment"] == experiment) & (frame["target"] == target)]
+            summary = rows.groupby("method", sort=False)["value"].agg(["mean", "std"])
+            for method, stats in summary.iterrows():
+                axis.errorbar(
+                    stats["mean"],
+                    positions[method],
+                    xerr=None if np.isnan(stats["std"]) else stats["std"],
+                    color=styles[method].colour,
+                    marker="|",
+                    markersize=11,
+                    markeredgewidth=2,
+                    capsize=2,
+                    linewidth=1,
+                )
+            axis.scatter(
+                rows["value"],
+                rows["method"].map(positions),
+                s=8,
+                color=[styles[m].colour for m in rows["method"]],
+                alpha=0.6,
+                zorder=3,
+                gid="seeds",
+            )
+            published = rows.dropna(subset=["published"]).drop_duplicates("method")
+            axis.scatter(
+                published["published"],
+                published["method"].map(positions),
+                marker="D",
+                s=18,
+                c="black",
+                zorder=4,
+                gid="published",
+            )
+            if metric not in PERCENT_METRICS:
+                axis.set_xscale("log")
+                axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+                axis.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+                axis.xaxis.set_minor_formatter(NullFormatter())
+            axis.set_title(f"{experiment}: {target}" if len(experiments) > 1 else f"target {target}", fontsize=8)
+            axis.tick_params(labelsize=7)
+            axis.grid(axis="x", linewidth=0.3)
+            axis.set_xlabel(metric_label(metric) if row == len(experiments) - 1 else "", fontsize=7)
+    axes[0][0].set_yticks(range(len(methods)), methods)
+    axes[0][0].set_ylim(len(methods) - 0.5, -0.5)
+    note = "|: mean over seeds (±1 sd); dots: seeds" + ("; ◆: published" if has_published else "")
+    figure.suptitle(f"{title}\n{note}" if title else note, fontsize=9)
+    figure.tight_layout()
+    return figure
+
+
+def plot_sweep(
+    paths: Iterable[str],
+    output: str | Path,
+    kind: str,
+    title: str | None = None,
+    families: Mapping[str, str] | None = None,
+) -> None:
     """kind "shift": final metric against the level in the target name (noise std, η), one line per method,
     one panel per experiment; kind "beta" ("alpha"): final metric against the hyper-parameter β (α) for
     every algorithm with fixed values of it, one panel per target."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import seaborn as sns
 
+    plt = _pyplot()
+    paths = list(paths)
     frame = final_frame(paths)
     metric = frame["metric"].iloc[0]
-    label = "target test accuracy (%)" if metric == "accuracy" else f"target test {metric}"
+    label = metric_label(metric)
     if kind == "shift":
+        styles = method_styles(families or cell_families(paths))
+        methods = list(dict.fromkeys(frame["method"]))
         frame["level"] = frame["target"].map(_level)
         grid = sns.relplot(
             data=frame,
             x="level",
             y="value",
             hue="method",
+            hue_order=methods,
+            palette={method: styles[method].colour for method in methods},
+            style="method",
+            style_order=methods,
+            dashes={method: styles[method].dashes for method in methods},
             col="experiment",
             kind="line",
             marker="o",
@@ -190,11 +387,15 @@ def plot_final(paths: Iterable[str], output: str | Path, kind: str, title: str |
         frame = frame[frame[kind].notna()]
         if frame.empty:
             raise ValueError(f"no cells with a fixed {kind} to plot")
+        algorithms_present = list(dict.fromkeys(frame["algorithm"]))
+        styles = method_styles(dict(zip(frame["algorithm"], frame["family"], strict=True)))
         grid = sns.relplot(
             data=frame,
             x=kind,
             y="value",
             hue="algorithm",
+            hue_order=algorithms_present,
+            palette={algorithm: styles[algorithm].colour for algorithm in algorithms_present},
             col="target",
             kind="line",
             marker="o",
