@@ -10,6 +10,9 @@ min_version("8.10")
 configfile: "params.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
@@ -19,7 +22,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        with_views(table_outputs() + figure_outputs() + theory_outputs()) + dvc_outputs(),
+        with_views(table_outputs() + figure_outputs() + theory_outputs()) + cells_table_outputs() + dvc_outputs(),
 
 
 # DVC's stages: the data of every suite in dvc.suites; a suite's report without the results/<name> links
@@ -30,7 +33,7 @@ rule prepared:
 
 rule report:
     input:
-        table_outputs() + figure_outputs() + theory_outputs() + dvc_outputs(),
+        table_outputs() + figure_outputs() + theory_outputs() + cells_table_outputs() + dvc_outputs(),
 
 
 rule cells:

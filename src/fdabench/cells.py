@@ -99,3 +99,26 @@ def check_same_code(cells: dict[str, dict[str, Any]]) -> None:
                     "`fdabench status` and rerun the stale cells (snakemake reruns them), or pass --allow-mixed-code "
                     "to tabulate them anyway"
                 )
+
+
+def report_labels(cell: dict[str, Any]) -> dict[str, str]:
+    """A finished cell as the Snakemake report lists it: one label, "method · target · seed N". (One label on
+    purpose: the report shows a second label with two equally frequent values, such as two seeds, as a toggle
+    that breaks when the other labels differ per seed. The cell's facts are in the experiment's cells table.)"""
+    return {"cell": f"{cell['cell']['method']} · {cell['cell']['target']} · seed {cell['cell']['seed']}"}
+
+
+def facts_row(cell: dict[str, Any]) -> dict[str, Any]:
+    """What the cells table shows of one finished cell: identity, final metric, where and how long it ran, its
+    code fingerprint and versions."""
+    config = cell["config"]
+    return {
+        "method": config["method"],
+        "target": config["target"],
+        "seed": config["seed"],
+        "final": f"{cell['final']:.4g} {cell['metric']}",
+        "device": f"{cell.get('device', '?')} × {cell.get('threads', '?')} threads",
+        "seconds": f"{cell.get('wall_seconds', float('nan')):.1f}",
+        "code": cell.get("code", {}).get("fingerprint", "?")[:12],
+        "versions": ", ".join(f"{name} {version}" for name, version in cell.get("versions", {}).items()),
+    }

@@ -219,7 +219,14 @@ class _RoundProgress:
 def cmd_table(args: argparse.Namespace) -> int:
     from fdabench.cells import MixedCodeError
     from fdabench.io import write_json_atomic, write_text_atomic
-    from fdabench.report.tables import cells_frame, markdown_table, table_json, tidy_table, unlabelled_target_methods
+    from fdabench.report.tables import (
+        cells_frame,
+        html_table,
+        markdown_table,
+        table_json,
+        tidy_table,
+        unlabelled_target_methods,
+    )
 
     try:
         cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
@@ -234,7 +241,9 @@ def cmd_table(args: argparse.Namespace) -> int:
         write_text_atomic(args.md, markdown_table(tidy, args.title, unlabelled))
     if args.json:
         write_json_atomic(args.json, table_json(tidy))
-    if not (args.csv or args.md or args.json):
+    if args.html:
+        write_text_atomic(args.html, html_table(tidy, args.title, unlabelled))
+    if not (args.csv or args.md or args.json or args.html):
         print(markdown_table(tidy, args.title, unlabelled))
     return 0
 
@@ -263,6 +272,14 @@ def cmd_figure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cells_table(args: argparse.Namespace) -> int:
+    from fdabench.io import write_text_atomic
+    from fdabench.report.tables import cells_html
+
+    write_text_atomic(args.html, cells_html(args.cells, args.title))
+    return 0
+
+
 def cmd_plots(args: argparse.Namespace) -> int:
     from fdabench.report.dvc_plots import write_dvc_plots
 
@@ -273,11 +290,13 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from fdabench.io import write_text_atomic
-    from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown
+    from fdabench.report.tables import paper_vs_ours, paper_vs_ours_html, paper_vs_ours_markdown
 
     table = paper_vs_ours(args.cells)
     write_text_atomic(args.csv, table.to_csv(index=False, float_format="%.4g"))
     write_text_atomic(args.md, paper_vs_ours_markdown(table))
+    if args.html:
+        write_text_atomic(args.html, paper_vs_ours_html(table))
     return 0
 
 
@@ -432,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv")
     p.add_argument("--md")
     p.add_argument("--json")
+    p.add_argument("--html", help="the Markdown table as an HTML page (what the Snakemake report shows)")
     p.add_argument("--title")
     p.add_argument(
         "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
@@ -467,6 +487,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_metrics)
 
     p = sub.add_parser(
+        "cells-table", help="every cell with its final metric, device, seconds, code and settings (HTML)"
+    )
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--html", required=True)
+    p.add_argument("--title")
+    p.set_defaults(handler=cmd_cells_table)
+
+    p = sub.add_parser(
         "plots", help="the per-round series `dvc plots` draws: one CSV per experiment and method (β: per source)"
     )
     p.add_argument("cells", nargs="+", help="cell result files")
@@ -480,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cells", nargs="+")
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
+    p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
     p.set_defaults(handler=cmd_compare)
 
     p = sub.add_parser(

@@ -18,6 +18,8 @@ PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
 ROUNDS_FIGURE = "results/{suite}/figures/{experiment}_rounds.png"
 BETAS_FIGURE = "results/{suite}/figures/{experiment}_betas.png"
 FIGURE = "results/{suite}/figures/{figure}.png"
+#: every cell of an experiment with its facts (the report's Cells category)
+CELLS_TABLE = "results/{suite}/cells/{experiment}.html"
 #: a table at a glance: its final metric per method and target, seeds and published values
 TABLE_FIGURE = "results/{suite}/figures/{table}_final.png"
 #: every table's per-method means of a suite in one file, for `dvc metrics` (outside results/<suite>/, which
@@ -31,9 +33,9 @@ PLOTS_BETAS = "results/plots/{suite}/betas"
 VIEW = "results/{view}"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
 RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots")
-TABLE_EXTENSIONS = ("csv", "md", "json")
+TABLE_EXTENSIONS = ("csv", "md", "json", "html")
 THEORY_EXTENSIONS = ("csv", "md", "png")
-PAPER_VS_OURS_EXTENSIONS = ("csv", "md")
+PAPER_VS_OURS_EXTENSIONS = ("csv", "md", "html")
 
 LOGS = {
     "acquire": "results/logs/acquire/{raw}.log",
@@ -50,6 +52,7 @@ LOGS = {
     "figure_betas": "results/logs/figures/{suite}/{experiment}_betas.log",
     "figure": "results/logs/figures/{suite}/{figure}.log",
     "figure_table": "results/logs/figures/{suite}/{table}_final.log",
+    "cells_table": "results/logs/tables/{suite}/cells_{experiment}.log",
     "view": "results/logs/views/{view}.log",
 }
 

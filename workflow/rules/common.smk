@@ -7,6 +7,7 @@ import shutil
 from snakemake.exceptions import WorkflowError
 
 from fdabench import paths
+from fdabench.cells import read_cell, report_labels
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
 from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
@@ -95,6 +96,11 @@ def cell_code(wildcards):
     return cell_fingerprint(cell.config).digest
 
 
+def cell_labels(wildcards, output):
+    """A finished cell's entry in the report (fdabench.cells.report_labels)."""
+    return report_labels(read_cell(output[0]))
+
+
 def prepare_code(wildcards):
     return code_fingerprint(prepare_roots(wildcards.dataset)).digest
 
@@ -147,6 +153,10 @@ def figure_outputs():
     outputs += [suite_pattern("BETAS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
     outputs += [suite_pattern("FIGURE", figure=figure) for figure in PARAMS.figures()]
     return outputs
+
+
+def cells_table_outputs():
+    return [suite_pattern("CELLS_TABLE", experiment=experiment) for experiment in PARAMS.experiment_names()]
 
 
 def theory_check_of(experiment):

@@ -8,6 +8,13 @@ rule table:
         csv=pattern("TABLE", ext="csv"),
         md=pattern("TABLE", ext="md"),
         json=pattern("TABLE", ext="json"),
+        html=report(
+            pattern("TABLE", ext="html"),
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="{table}",
+            labels={"table": "{table}", "view": "table"},
+        ),
     params:
         title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
         metrics=lambda wildcards: " ".join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
@@ -16,7 +23,7 @@ rule table:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench table {input.cells:q} --csv {output.csv} --md {output.md} --json {output.json} "
+        "fdabench table {input.cells:q} --csv {output.csv} --md {output.md} --json {output.json} --html {output.html} "
         "--title {params.title:q} {params.metrics} > {log} 2>&1"
 
 
@@ -24,7 +31,13 @@ rule figure_rounds:
     input:
         cells=lambda wildcards: cell_paths([wildcards.experiment]),
     output:
-        pattern("ROUNDS_FIGURE"),
+        report(
+            pattern("ROUNDS_FIGURE"),
+            caption="../report/rounds.rst",
+            category="Figures",
+            subcategory="Per round",
+            labels={"experiment": "{experiment}", "figure": "target metric per round"},
+        ),
     params:
         title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: target test metric per round",
         methods=METHOD_FAMILIES,
@@ -41,7 +54,13 @@ rule figure_table:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.tables()[wildcards.table]["experiments"]),
     output:
-        pattern("TABLE_FIGURE"),
+        report(
+            pattern("TABLE_FIGURE"),
+            caption="../report/table_figure.rst",
+            category="Tables",
+            subcategory="{table}",
+            labels={"table": "{table}", "view": "at a glance (figure)"},
+        ),
     params:
         title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
         methods=METHOD_FAMILIES,
@@ -58,7 +77,13 @@ rule figure_betas:
     input:
         cells=lambda wildcards: auto_cell_paths(wildcards.experiment),
     output:
-        pattern("BETAS_FIGURE"),
+        report(
+            pattern("BETAS_FIGURE"),
+            caption="../report/betas.rst",
+            category="Figures",
+            subcategory="Auto-weighting β",
+            labels={"experiment": "{experiment}", "figure": "β per source and round"},
+        ),
     params:
         title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: auto-weighting β per source",
     log:
@@ -100,7 +125,12 @@ rule theory_report:
     output:
         csv=pattern("THEORY_REPORT", ext="csv"),
         md=pattern("THEORY_REPORT", ext="md"),
-        png=pattern("THEORY_REPORT", ext="png"),
+        png=report(
+            pattern("THEORY_REPORT", ext="png"),
+            caption="../report/theory.rst",
+            category="Theory checks",
+            labels={"check": "{check}"},
+        ),
     params:
         roles=lambda wildcards: canonical_json(PARAMS.theory_roles(wildcards.check)),
         title=lambda wildcards: PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check),
@@ -117,7 +147,13 @@ rule figure_final:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.figures()[wildcards.figure]["experiments"]),
     output:
-        pattern("FIGURE"),
+        report(
+            pattern("FIGURE"),
+            caption="../report/sweep.rst",
+            category="Figures",
+            subcategory="Sweeps",
+            labels={"figure": "{figure}"},
+        ),
     params:
         kind=lambda wildcards: PARAMS.figures()[wildcards.figure]["kind"],
         title=lambda wildcards: PARAMS.figures()[wildcards.figure].get("title", wildcards.figure),
@@ -144,6 +180,27 @@ rule metrics:
         "fdabench metrics {input.tables:q} --output {output} > {log} 2>&1"
 
 
+rule cells_table:
+    input:
+        cells=lambda wildcards: cell_paths([wildcards.experiment]),
+    output:
+        report(
+            pattern("CELLS_TABLE"),
+            caption="../report/cells_table.rst",
+            category="Cells",
+            subcategory="{experiment} · table",
+            labels={"cell": "all cells of {experiment}"},
+        ),
+    params:
+        title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: every cell",
+    log:
+        log("cells_table"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench cells-table {input.cells:q} --html {output} --title {params.title:q} > {log} 2>&1"
+
+
 rule dvc_plots:
     input:
         cells=cell_paths(PARAMS.experiment_names()),
@@ -164,12 +221,13 @@ rule paper_vs_ours:
     output:
         csv=pattern("PAPER_VS_OURS", ext="csv"),
         md=pattern("PAPER_VS_OURS", ext="md"),
+        html=report(pattern("PAPER_VS_OURS", ext="html"), caption="../report/paper_vs_ours.rst", category="Paper vs ours"),
     log:
         log("paper_vs_ours"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench compare {input.cells:q} --csv {output.csv} --md {output.md} > {log} 2>&1"
+        "fdabench compare {input.cells:q} --csv {output.csv} --md {output.md} --html {output.html} > {log} 2>&1"
 
 
 wildcard_constraints:

@@ -8,7 +8,9 @@ rule train:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
     output:
-        pattern("CELL"),
+        # per cell in the report: no caption (a caption's links grow with the number of items; thousands of
+        # cells would take minutes), its facts as labels instead
+        report(pattern("CELL"), category="Cells", subcategory="{experiment}", labels=cell_labels),
     params:
         cell=cell_config,
         code=cell_code,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
+from html import escape
 from typing import Any
 
 import pandas as pd
 
-from fdabench.cells import check_same_code, read_cell
+from fdabench.cells import check_same_code, facts_row, read_cell
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published
 from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value
 
@@ -98,9 +100,9 @@ def format_value(mean: float, std: float, metric: str) -> str:
     return text if math.isnan(std) else f"{text} ({std:.2g})"
 
 
-def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
-    """The paper's layout: one row per method; per experiment its targets then Avg; "mean (std)".
-    Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
+def paper_layout(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> pd.DataFrame:
+    """The paper's layout: one row per method (marked † when in `unlabelled_target`); per experiment its
+    targets then Avg; "mean (std)" strings, "–" where a method did not run."""
     unlabelled_target = set(unlabelled_target)
     experiments = list(dict.fromkeys(tidy["experiment"]))
     methods = list(dict.fromkeys(tidy["method"]))
@@ -112,26 +114,28 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
             columns += [(experiment, metric, target) for target in dict.fromkeys(rows["target"])]
     lookup = {(row.experiment, row.metric, row.target, row.method): row for row in tidy.itertuples()}
     metric_label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
-    header = ["Method"] + [
+    header = [
         f"{exp}{' ' + metric_label.get(metric, metric) if several_metrics else ''} {target}"
         for exp, metric, target in columns
     ]
-    lines = []
-    if title:
-        lines += [f"### {title}", ""]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + [":---:"] * len(columns)) + "|"]
+    body = []
     for method in methods:
         cells = []
         for exp, metric, target in columns:
             row = lookup.get((exp, metric, target, method))
             cells.append("–" if row is None else format_value(row.mean, row.std, row.metric))
-        name = f"{method} {UNLABELLED_MARK}" if method in unlabelled_target else method
-        lines.append("| " + " | ".join([name] + cells) + " |")
+        body.append(cells)
+    index = [f"{method} {UNLABELLED_MARK}" if method in unlabelled_target else method for method in methods]
+    return pd.DataFrame(body, index=pd.Index(index, name="Method"), columns=header)
+
+
+def table_notes(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> list[str]:
+    """What a table's cells mean: the statistic, the seeds, each experiment's metric, the † mark."""
+    unlabelled_target = set(unlabelled_target)
     seeds = sorted(set(tidy["n_seeds"]))
     notes = [
-        "",
         "Cells: mean (sample std) over seeds of the final metric (mean of the last rounds of each run); "
-        f"seeds per cell: {', '.join(map(str, seeds))}.",
+        f"seeds per cell: {', '.join(map(str, seeds))}."
     ]
     meaning = {
         "accuracy": "target test accuracy (%)",
@@ -139,10 +143,10 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
         "mse": "target test mse (lower is better)",
         "loss": "target test loss (lower is better)",
     }
-    for exp in experiments:
+    for exp in dict.fromkeys(tidy["experiment"]):
         for metric in dict.fromkeys(tidy.loc[tidy["experiment"] == exp, "metric"]):
             notes.append(f"{exp}: {meaning.get(metric, metric)}.")
-    marked = [method for method in methods if method in unlabelled_target]
+    marked = [method for method in dict.fromkeys(tidy["method"]) if method in unlabelled_target]
     if marked:
         notes.append(
             f"{UNLABELLED_MARK} {', '.join(marked)}: trains on the target's unlabelled training data (100% of its "
@@ -150,7 +154,94 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
             'inputs, labels unused), as the papers mark KD3A "100% data"; the other methods use only the target\'s '
             "labelled samples (oracle: all its training samples, labelled)."
         )
-    return "\n".join(lines + notes) + "\n"
+    return notes
+
+
+def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
+    """`paper_layout` as a Markdown table under its title, then `table_notes`.
+    Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
+    layout = paper_layout(tidy, unlabelled_target)
+    lines = []
+    if title:
+        lines += [f"### {title}", ""]
+    lines += [
+        "| " + " | ".join(["Method", *layout.columns]) + " |",
+        "|" + "|".join(["---"] + [":---:"] * len(layout.columns)) + "|",
+    ]
+    for method, cells in layout.iterrows():
+        lines.append("| " + " | ".join([method, *cells]) + " |")
+    return "\n".join(lines + ["", *table_notes(tidy, unlabelled_target)]) + "\n"
+
+
+TABLE_STYLES = [
+    {"selector": "", "props": "border-collapse: collapse; font: 13px sans-serif; margin-bottom: 14px;"},
+    {"selector": "caption", "props": "font-weight: bold; text-align: left; padding-bottom: 6px;"},
+    {"selector": "th, td", "props": "border: 1px solid #ccc; padding: 3px 7px; text-align: center;"},
+    {"selector": "th.row_heading", "props": "text-align: left;"},
+    {"selector": "thead th", "props": "background: #f2f2f2;"},
+]
+
+
+def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
+    """Tables (frame, caption, whether to show the index) rendered by pandas' Styler, then notes, as one
+    standalone UTF-8 HTML page: what the Snakemake report shows inline."""
+    tables = [
+        (frame.style if index else frame.style.hide(axis="index"))
+        .set_caption(caption or "")
+        .set_table_styles(TABLE_STYLES)
+        .to_html()
+        for frame, caption, index in sections
+    ]
+    paragraphs = [f'<p style="font: 12px sans-serif; color: #444;">{escape(note)}</p>' for note in notes]
+    return "\n".join(
+        [
+            '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>',
+            *tables,
+            *paragraphs,
+            "</body>\n</html>\n",
+        ]
+    )
+
+
+IDENTITY_SETTINGS = ("suite", "experiment", "dataset", "method", "target", "seed")
+
+
+def settings_split(configs: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
+    """Resolved configurations as dotted settings (train.rounds=3): per configuration the settings that differ
+    between them (or that only some have), '; '-joined, and the settings they all share (identity fields left
+    out)."""
+    flat = [
+        {
+            key: json.dumps(value, sort_keys=True)
+            for key, value in pd.json_normalize(config).to_dict("records")[0].items()
+        }
+        for config in configs
+    ]
+    flat = [{key: value for key, value in row.items() if key not in IDENTITY_SETTINGS} for row in flat]
+    keys = sorted({key for row in flat for key in row})
+    varying = [key for key in keys if len({row.get(key) for row in flat}) > 1]
+    shared = {key: flat[0][key] for key in keys if key not in varying}
+    rows = ["; ".join(f"{key}={row[key]}" for key in varying if key in row) for row in flat]
+    return rows, shared
+
+
+def cells_html(paths: Iterable[str], title: str | None = None) -> str:
+    """One row per cell (`facts_row`): what ran, where, for how long, with which code, and the settings that
+    differ between the cells; the settings every cell shares below the table."""
+    cells = [read_cell(path) for path in paths]
+    frame = pd.DataFrame([facts_row(cell) for cell in cells])
+    frame["settings (where cells differ)"], shared = settings_split([cell["config"] for cell in cells])
+    notes = [
+        "code: the cell's code fingerprint (fdabench.fingerprint); the full resolved configuration is in each cell's "
+        "result file (config) and in its report entry (job parameter cell).",
+        "Settings every cell shares: " + "; ".join(f"{key}={value}" for key, value in shared.items()) + ".",
+    ]
+    return html_page([(frame, title, False)], notes)
+
+
+def html_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
+    """`paper_layout` and `table_notes` as an HTML page."""
+    return html_page([(paper_layout(tidy, unlabelled_target), title, True)], table_notes(tidy, unlabelled_target))
 
 
 def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
@@ -282,54 +373,83 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
-    lines = ["### Published vs ours (target test accuracy, %)", ""]
-    if table.empty:
-        return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
-    summary = paper_vs_ours_summary(table)
-    lines += [
-        "| published table | source | published rows | matched | on the published settings | within 3 points |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for row in summary.itertuples():
-        lines.append(
-            f"| {row.published_table} | {row.source} | {row.published_rows} | {row.matched} | "
-            f"{row.matched_published_settings} | {row.within_3_points} |"
-        )
-    lines += [
-        "",
-        "Matched: published rows (target x method) that cells of this suite ran; on the published settings: matched by "
-        "a "
-        "row with no [k] mark; within 3 points: those whose mean over seeds is within 3 points of the published "
-        "number.",
-        "",
-    ]
-    lines += [
-        "| published table | target | method | published | ours | seeds | difference |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
+PAPER_VS_OURS_TITLE = "Published vs ours (target test accuracy, %)"
+MATCHED_NOTE = (
+    "Matched: published rows (target x method) that cells of this suite ran; on the published settings: matched by a "
+    "row with no [k] mark; within 3 points: those whose mean over seeds is within 3 points of the published number."
+)
+
+
+def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """`paper_vs_ours` for reading: the per-table summary, the rows (formatted; a method marked [k] ran the
+    setting change k) and the notes (the statistic, the changes k, the protocols' known differences)."""
+    summary = paper_vs_ours_summary(table).rename(
+        columns={
+            "published_table": "published table",
+            "published_rows": "published rows",
+            "matched_published_settings": "on the published settings",
+            "within_3_points": "within 3 points",
+        }
+    )
     settings = list(dict.fromkeys(changes for changes in table["changes"] if changes))
-    for row in table.itertuples():
-        ours = f"{row.ours_mean:.2f}" + ("" if math.isnan(row.ours_std) else f" ± {row.ours_std:.2f}")
-        mark = f" [{settings.index(row.changes) + 1}]" if row.changes else ""
-        lines.append(
-            f"| {row.published_table} | {row.target} | {row.method}{mark} | {row.published:.2f} | {ours} | "
-            f"{row.n_seeds} | {row.difference:+.2f} |"
-        )
-    lines += ["", "Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
+    rows = pd.DataFrame(
+        {
+            "published table": table["published_table"],
+            "target": table["target"],
+            "method": [
+                method + (f" [{settings.index(changes) + 1}]" if changes else "")
+                for method, changes in zip(table["method"], table["changes"], strict=True)
+            ],
+            "published": [f"{value:.2f}" for value in table["published"]],
+            "ours": [
+                f"{mean:.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
+                for mean, std in zip(table["ours_mean"], table["ours_std"], strict=True)
+            ],
+            "seeds": table["n_seeds"].astype(str),
+            "difference": [f"{value:+.2f}" for value in table["difference"]],
+        }
+    )
+    notes = ["Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
     if settings:
-        lines += [
-            "",
+        notes.append(
             "Rows marked [k] ran a setting other than the published protocol of their row "
             "(`fdabench.paper.protocols`), "
-            "so their difference measures that change as well as any reproduction gap:",
-        ]
-        lines += [f"- [{k}] {changes}." for k, changes in enumerate(settings, start=1)]
-    notes = _protocol_notes(list(dict.fromkeys(table["published_table"])))
-    if notes:
-        lines += ["", "Known differences from the published code that no setting expresses (every row of the table):"]
-        lines += [f"- {key}: {note}." for key, note in notes]
+            "so their difference measures that change as well as any reproduction gap:"
+        )
+        notes += [f"- [{k}] {changes}." for k, changes in enumerate(settings, start=1)]
+    protocol_notes = _protocol_notes(list(dict.fromkeys(table["published_table"])))
+    if protocol_notes:
+        notes.append("Known differences from the published code that no setting expresses (every row of the table):")
+        notes += [f"- {key}: {note}." for key, note in protocol_notes]
+    return summary, rows, notes
+
+
+def _markdown_rows(frame: pd.DataFrame, alignments: list[str]) -> list[str]:
+    return [
+        "| " + " | ".join(frame.columns) + " |",
+        "|" + "|".join(alignments) + "|",
+        *("| " + " | ".join(str(value) for value in row) + " |" for row in frame.itertuples(index=False)),
+    ]
+
+
+def paper_vs_ours_markdown(table: pd.DataFrame) -> str:
+    lines = [f"### {PAPER_VS_OURS_TITLE}", ""]
+    if table.empty:
+        return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
+    summary, rows, notes = paper_vs_ours_layout(table)
+    lines += _markdown_rows(summary, ["---", "---", "---:", "---:", "---:", "---:"])
+    lines += ["", MATCHED_NOTE, ""]
+    lines += _markdown_rows(rows, ["---", "---", "---", "---:", "---:", "---:", "---:"])
+    for note in notes:  # a paragraph each, except list items, which follow their lead line
+        lines += [note] if note.startswith("- ") else ["", note]
     return "\n".join(lines) + "\n"
+
+
+def paper_vs_ours_html(table: pd.DataFrame) -> str:
+    if table.empty:
+        return html_page([], ["No cell of this suite has a published number."])
+    summary, rows, notes = paper_vs_ours_layout(table)
+    return html_page([(summary, PAPER_VS_OURS_TITLE, False), (rows, None, False)], [MATCHED_NOTE, *notes])
 
 
 def _protocol_notes(keys: list[str]) -> list[tuple[str, str]]:
