@@ -1,11 +1,20 @@
-"""Tables from cells: tidy statistics, the Avg column, the paper layout."""
+"""Tables from cells: tidy statistics, the Avg column, the paper layout, its HTML page."""
 
 import math
+from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
 
-from fdabench.report.tables import format_value, markdown_table, table_json, tidy_table
+from fdabench.report.tables import (
+    format_value,
+    html_table,
+    markdown_table,
+    paper_layout,
+    settings_split,
+    table_json,
+    tidy_table,
+)
 
 
 @pytest.fixture
@@ -107,3 +116,56 @@ def test_tables_refuse_cells_run_with_different_code_unless_asked(tmp_path, caps
     # cells that share no module (or record none) are not compared
     unrelated = _cell_file(tmp_path, "seed2", {"fdabench.methods.dadil": "2222"})
     assert main(["table", same, unrelated, "--csv", str(csv)]) == 0
+
+
+class _Rows(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows, self.cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.rows[-1].append(self.cell.strip())
+            self.cell = None
+
+
+def _table_rows(page: str) -> list[list[str]]:
+    parser = _Rows()
+    parser.feed(page)
+    return [row for row in parser.rows if any(row)]
+
+
+def test_html_table_has_the_markdown_cells(cells):
+    """The report's HTML page shows exactly the Markdown table's cells, as a table, in UTF-8."""
+    tidy = tidy_table(cells)
+    page = html_table(tidy, "T", unlabelled_target=["fedgp"])
+    rows = _table_rows(page)
+    layout = paper_layout(tidy, ["fedgp"])
+    assert rows[0][1:] == list(layout.columns)
+    assert rows[-2:] == [
+        [method, *cells] for method, cells in zip(layout.index, layout.to_numpy().tolist(), strict=True)
+    ]
+    assert [row[0] for row in rows[-2:]] == ["fedgp †", "source_only"]
+    assert '<meta charset="utf-8">' in page and ">T</caption>" in page
+    assert "seeds per cell: 2." in page and "† fedgp: trains on the target" in page
+
+
+def test_settings_split_shows_what_differs_per_cell_and_what_all_share():
+    configs = [
+        {"method": "fedgp", "seed": 0, "hparams": {"beta": 0.5, "mode": "projection"}, "train": {"rounds": 3}},
+        {"method": "fedgp", "seed": 1, "hparams": {"beta": 0.5, "mode": "projection"}, "train": {"rounds": 3}},
+        {"method": "source_only", "seed": 0, "hparams": {}, "train": {"rounds": 3}},
+    ]
+    rows, shared = settings_split(configs)
+    assert rows == ['hparams.beta=0.5; hparams.mode="projection"'] * 2 + [""]
+    assert shared == {"train.rounds": "3"}  # identity (method, seed) is in its own columns
