@@ -72,6 +72,11 @@ def cell_families(paths: Iterable[str]) -> dict[str, str]:
     families: dict[str, str] = {}
     for path in paths:
         cell = read_cell(path)
+        if "family" not in cell:
+            raise ValueError(
+                f"{path} records no method family (it ran before cells did); rerun the cell, or give the figure "
+                "the suite's methods and families (fdabench figure --methods)"
+            )
         families.setdefault(cell["config"]["method"], cell["family"])
     return families
 
@@ -219,7 +224,7 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
                 "experiment": config["experiment"],
                 "method": config["method"],
                 "algorithm": config["algorithm"],
-                "family": cell["family"],
+                "family": cell.get("family"),
                 "target": config["target"],
                 "seed": config["seed"],
                 "beta": config["hparams"].get("beta"),
