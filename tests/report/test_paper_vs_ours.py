@@ -8,7 +8,7 @@ from fdabench.config import validate_params
 from fdabench.models import resolved_model_options
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published
 from fdabench.paper.published import PUBLISHED, method_key
-from fdabench.report.tables import paper_vs_ours, paper_vs_ours_markdown, paper_vs_ours_summary
+from fdabench.report.tables import paper_vs_ours, paper_vs_ours_html, paper_vs_ours_markdown, paper_vs_ours_summary
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +114,10 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
     assert "| fmnist_noise | noise0.4 | fedgp_cosine | 71.09 | 71.00 ± 1.41 | 2 | -0.09 |" in markdown
     assert "| fmnist_noise | noise0.4 | fedgp [1] | 71.09 | 60.00 | 1 | -11.09 |" in markdown
     assert "- [1] hparams.mode = projection (published cosine_scaled)." in markdown
+    # the report's page: the same rows as table cells, the summary above them, the notes below
+    page = paper_vs_ours_html(table)
+    assert "<td" in page and ">fedgp [1]</td>" in page and ">71.00 ± 1.41</td>" in page and ">-11.09</td>" in page
+    assert page.index("within 3 points") < page.index(">fedgp [1]</td>") < page.index("- [1] hparams.mode = projection")
     summary = paper_vs_ours_summary(table).iloc[0]
     assert (
         summary["published_rows"],
