@@ -1,8 +1,17 @@
 """The benchmark script runs and reports what it promises (timings themselves are not asserted)."""
 
-import torch
+import shutil
+import subprocess
 
-from fdabench import bench
+import pytest
+import torch
+import yaml
+
+from fdabench import bench, paths
+from fdabench.bench_cell import MissingCellInputs, bench_cell, cell_inputs
+from fdabench.config import load_params
+from fdabench.runner import load_problem
+from workflows import TINY_PARAMS, workflow_environment
 
 
 def test_resnet18_layer_sizes_scale():
@@ -46,3 +55,63 @@ def test_live_tensor_peak_counts_what_is_alive_at_once():
         third = torch.ones(100)
         del third
     assert tracker.peak == 3000 and tracker.live == 0
+
+
+@pytest.fixture(scope="module")
+def tiny_inputs(tmp_path_factory, repo_root):
+    """The tiny suite's prepared data and partitions, built by the workflow in a fresh directory."""
+    root = tmp_path_factory.mktemp("bench_cell")
+    shutil.copy(repo_root / "Snakefile", root / "Snakefile")
+    shutil.copytree(repo_root / "workflow", root / "workflow")
+    (root / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "device": "cpu"}))
+    params = load_params(root / "params.yaml")
+    partitions = [
+        paths.fill(paths.PARTITION, data="data", suite="tiny", experiment="colored_digits", target="-90", seed=seed)
+        for seed in (0, 1)
+    ]
+    result = subprocess.run(
+        ["snakemake", "--cores", "1", *partitions],
+        cwd=root,
+        env=workflow_environment(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, params
+
+
+def test_bench_cell_times_rounds_parts_and_the_centralised_reference(tiny_inputs, monkeypatch):
+    root, params = tiny_inputs
+    monkeypatch.chdir(root)
+    result = bench_cell(params, "colored_digits", "fedgp", rounds=3, device="cpu")
+    # warm-up (1 round, untimed) then 3 FDA rounds, all timed
+    assert result["timed_rounds"] == {"fda": 3} and result["cell"]["target"] == "-90"
+    problem, _ = load_problem(
+        params.cell("colored_digits", "fedgp", "-90", 0).config,
+        *cell_inputs(params, "colored_digits", "-90", 0),
+        torch.device("cpu"),
+    )
+    per_round = sum(len(client) for client in problem.sources) + len(problem.target_labelled)  # 1 local epoch each
+    assert result["samples"] == 3 * per_round
+    assert result["samples_per_second"] == pytest.approx(result["samples"] / result["seconds"])
+    shares = result["share_of_time"]
+    assert set(shares) == {"source_training", "target_training", "aggregation", "evaluation", "other"}
+    assert sum(shares.values()) == pytest.approx(1.0) and min(shares.values()) >= -1e-9
+    assert shares["source_training"] > 0 and shares["evaluation"] > 0
+    # the centralised reference trains on whole epochs of the pooled sources: within one epoch of the cell's count
+    pooled = sum(len(client) for client in problem.sources)
+    assert abs(result["centralised"]["samples"] - result["samples"]) <= pooled / 2 + 1
+    assert result["fl_overhead"] == pytest.approx(
+        (result["seconds"] / result["samples"]) / (result["centralised"]["seconds"] / result["centralised"]["samples"])
+    )
+    assert result["peak_memory_bytes"] > 0
+
+
+def test_bench_cell_names_the_command_that_builds_missing_inputs(tiny_inputs, tmp_path, monkeypatch):
+    _, params = tiny_inputs
+    monkeypatch.chdir(tmp_path)  # nothing built here
+    with pytest.raises(
+        MissingCellInputs, match=r"snakemake --cores 2 data/prepared/colored_digits/\w+ .* --config suite=tiny"
+    ):
+        bench_cell(params, "colored_digits", "fedgp")

@@ -110,7 +110,7 @@ def aggregation_rows(sources_counts, sizes, device: torch.device, repeats: int, 
     return rows
 
 
-def _reset_peak_rss() -> bool:
+def reset_peak_rss() -> bool:
     """Reset the kernel's high-water mark (VmHWM) to the current RSS; False where unsupported."""
     try:
         with open("/proc/self/clear_refs", "w") as handle:
@@ -120,7 +120,7 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _peak_rss_bytes() -> int:
+def peak_rss_bytes() -> int:
     """Peak resident set since the last reset (VmHWM), else the lifetime peak from getrusage."""
     try:
         with open("/proc/self/status") as handle:
@@ -205,10 +205,10 @@ def memory_probe(mode: str, count: int, m: int, batches: int) -> dict[str, Any]:
     probe = torch.empty(m)  # touch the allocator once so the baseline includes its first arena
     del probe
     # Without a reset, a transient peak from importing torch can hide the probe entirely.
-    _reset_peak_rss()
-    baseline = _peak_rss_bytes()
+    reset_peak_rss()
+    baseline = peak_rss_bytes()
     _auto_weighting_workload(mode, sources, m, batches, generator)
-    extra = _peak_rss_bytes() - baseline
+    extra = peak_rss_bytes() - baseline
     with LiveTensorPeak(existing=[sources]) as tracker:  # a second pass: the mode's own overhead stays out of the RSS
         _auto_weighting_workload(mode, sources, m, batches, generator)
     return {

@@ -332,10 +332,42 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_cell(args: argparse.Namespace) -> int:
+    from fdabench.bench_cell import MissingCellInputs, bench_cell
+    from fdabench.config import load_params
+    from fdabench.io import write_json_atomic
+
+    if len(args.cell) != 3:
+        print("fdabench: bench cell takes SUITE EXPERIMENT METHOD", file=sys.stderr)
+        return 2
+    suite, experiment, method = args.cell
+    params = load_params(args.params).for_suite(suite)
+    try:
+        result = bench_cell(
+            params,
+            experiment,
+            method,
+            args.target,
+            args.seed,
+            args.rounds,
+            args.threads or 1,
+            None if args.device == "all" else args.device,
+        )
+    except MissingCellInputs as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1))
+    if args.output:
+        write_json_atomic(args.output, result)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from fdabench import bench
     from fdabench.io import write_text_atomic
 
+    if args.what == "cell":
+        return cmd_bench_cell(args)
     if args.what == "aggregation":
         import torch
 
@@ -513,9 +545,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "bench",
-        help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job start-up",
+        help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job "
+        "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD)",
     )
-    p.add_argument("what", choices=["aggregation", "memory", "startup"])
+    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell"])
+    p.add_argument(
+        "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
+    )
+    p.add_argument("--params", default="params.yaml", help="cell: the params file")
+    p.add_argument("--target", help="cell: the target (default: the experiment's first)")
+    p.add_argument("--seed", type=int, help="cell: the seed (default: the experiment's first)")
+    p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
     p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
     p.add_argument(
         "--sizes",
@@ -528,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--output", help="also write the table as CSV")
+    p.add_argument("--output", help="also write the table as CSV (cell: the measurements as JSON)")
     p.set_defaults(handler=cmd_bench)
 
     p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.forkserver)

@@ -1,0 +1,208 @@
+"""`fdabench bench cell`: a few rounds of one cell, timed, against centralised training of the same model on the
+same number of sample-steps, measured in the same process (issue: throughput).
+
+Reports seconds per round (per phase), samples per second, peak memory, where a round's time goes (source and
+target training, aggregation, evaluation; round-loop methods) and the FL overhead: the cell's time divided by the
+centralised time."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import torch
+
+from fdabench.bench import peak_rss_bytes, reset_peak_rss
+from fdabench.config import Params
+from fdabench.federation import rounds as round_loop
+from fdabench.federation.client import loss_function, train_locally
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.problem import ClientData
+from fdabench.federation.rounds import build_cell_model, client_generator, local_settings
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods import get_method
+from fdabench.runner import load_problem, resolve_device
+
+#: the parts of a round the bench times separately (round-loop methods)
+PARTS = ("source_training", "target_training", "aggregation", "evaluation")
+
+
+class MissingCellInputs(FileNotFoundError):
+    """The cell's prepared data or partition has not been built yet."""
+
+
+def cell_inputs(params: Params, experiment: str, target: str, seed: int) -> tuple[str, str]:
+    """The prepared data and partition a cell reads; a clear error naming the command that builds them."""
+    from fdabench import paths
+
+    prepared = params.prepared_path(experiment)
+    partition = paths.fill(
+        paths.PARTITION, data=params.data_root, suite=params.suite_name, experiment=experiment, target=target, seed=seed
+    )
+    missing = [path for path in (prepared, partition) if not Path(path).exists()]
+    if missing:
+        raise MissingCellInputs(
+            f"{', '.join(missing)} not built yet; build them with: snakemake --cores 2 {' '.join(missing)} "
+            f"--config suite={params.suite_name}"
+        )
+    return prepared, partition
+
+
+class _Timers:
+    """Wall-clock seconds per part of a round, summed; CUDA work is waited for before each reading."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.seconds = dict.fromkeys(PARTS, 0.0)
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def wrap(self, part: str | Callable[..., str], function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = self._now()
+            result = function(*args, **kwargs)
+            name = part(*args, **kwargs) if callable(part) else part
+            self.seconds[name] += self._now() - started
+            return result
+
+        return timed
+
+
+@contextmanager
+def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
+    """The round loop's training, aggregation and evaluation calls, timed (the loop's code is unchanged: the
+    names it calls are wrapped while the bench runs)."""
+    saved = {name: getattr(round_loop, name) for name in ("train_locally", "evaluate", "fedavg")}
+    source_ids = {id(client) for client in sources}
+    role = lambda space, start, data, *rest, **kwargs: (
+        "source_training" if id(data) in source_ids else "target_training"
+    )
+    round_loop.train_locally = timers.wrap(role, saved["train_locally"])
+    round_loop.evaluate = timers.wrap("evaluation", saved["evaluate"])
+    round_loop.fedavg = timers.wrap("aggregation", saved["fedavg"])
+    if hasattr(method, "aggregate"):
+        method.aggregate = timers.wrap("aggregation", method.aggregate)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(round_loop, name, function)
+
+
+def round_samples(problem, settings: TrainSettings, phase: str) -> int:
+    """Training samples a round processes: every source's epochs over its samples, and in FDA rounds the target's
+    over its labelled samples."""
+    source, target = local_settings(settings)
+    samples = sum(source.epochs * len(client) for client in problem.sources)
+    if phase != "warmup":
+        samples += target.epochs * len(problem.target_labelled)
+    return samples
+
+
+def centralised_seconds(
+    problem, settings: TrainSettings, seed: int, device: torch.device, samples: int
+) -> tuple[float, int]:
+    """Seconds to train the cell's model on the sources' pooled samples, centralised, for about `samples`
+    sample-steps (whole epochs) with the sources' batch size and optimiser; and the sample-steps taken."""
+    model = build_cell_model(problem, settings, seed, device)
+    pooled = ClientData(
+        "pooled",
+        torch.cat([client.x for client in problem.sources]),
+        torch.cat([client.y for client in problem.sources]),
+    )
+    source, _ = local_settings(settings)
+    epochs = max(1, round(samples / len(pooled)))
+    local = dataclasses.replace(source, epochs=epochs)
+    space = ParameterSpace(model)
+    loss_fn = loss_function(problem.task)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    train_locally(space, space.get(), pooled, local, loss_fn, client_generator(seed, 0))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - started, epochs * len(pooled)
+
+
+def bench_cell(
+    params: Params,
+    experiment: str,
+    method_name: str,
+    target: str | None = None,
+    seed: int | None = None,
+    rounds: int = 3,
+    threads: int = 1,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Run the cell for at most one warm-up round and `rounds` FDA rounds, time every round after the first, and
+    time the centralised reference on as many sample-steps; the measurements as a JSON-ready dict."""
+    target = target if target is not None else params.targets(experiment)[0]
+    seed = seed if seed is not None else params.seeds(experiment)[0]
+    cell = params.cell(experiment, method_name, target, seed)
+    config = copy.deepcopy(cell.config)
+    config["train"]["warmup_rounds"] = min(config["train"].get("warmup_rounds", 0), 1)
+    config["train"]["rounds"] = rounds
+    prepared, partition = cell_inputs(params, experiment, target, seed)
+    torch.set_num_threads(threads)
+    where = resolve_device(device or config.get("device", "auto"))
+    problem, _ = load_problem(config, prepared, partition, where)
+    settings = TrainSettings.from_dict(config["train"])
+    method = get_method(config["algorithm"], config["hparams"])
+    timers = _Timers(where)
+    # after each round: its phase, the clock and the parts' running totals; the first round is not timed (it
+    # pays the start-up: allocations, thread pools, lazy initialisation)
+    marks: list[tuple[str, float, dict[str, float]]] = []
+    on_round = lambda record, total: marks.append((record["phase"], timers._now(), dict(timers.seconds)))
+    if where.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(where)
+    reset_peak_rss()
+    with _timed_round_loop(timers, method, problem.sources):
+        method.run(problem, settings, seed, where, on_round=on_round)
+    if len(marks) < 2:
+        raise ValueError(f"{len(marks)} round ran; the bench needs 2 or more (the first is not timed)")
+    durations: dict[str, list[float]] = {}
+    for (_, before, _), (phase, after, _) in zip(marks, marks[1:]):
+        durations.setdefault(phase, []).append(after - before)
+    total = marks[-1][1] - marks[0][1]
+    parts = {part: marks[-1][2][part] - marks[0][2][part] for part in PARTS}
+    samples = sum(round_samples(problem, settings, phase) for phase, _, _ in marks[1:])
+    centralised_seconds(problem, settings, seed, where, 1)  # untimed: the same start-up, paid once
+    central, central_samples = centralised_seconds(problem, settings, seed, where, samples)
+    peak = torch.cuda.max_memory_allocated(where) if where.type == "cuda" else peak_rss_bytes()
+    return {
+        "cell": {
+            "suite": params.suite_name,
+            "experiment": experiment,
+            "method": method_name,
+            "target": target,
+            "seed": seed,
+        },
+        "device": str(where),
+        "threads": threads,
+        "timed_rounds": {phase: len(values) for phase, values in durations.items()},
+        "seconds_per_round": {phase: median(values) for phase, values in durations.items()},
+        "seconds": total,
+        "samples": samples,
+        "samples_per_second": samples / total,
+        "peak_memory_bytes": int(peak),
+        "peak_memory_kind": "cuda max_memory_allocated" if where.type == "cuda" else "process peak RSS",
+        "share_of_time": {part: seconds / total for part, seconds in parts.items()}
+        | {"other": 1 - sum(parts.values()) / total}
+        if any(parts.values())
+        else {},
+        "centralised": {
+            "seconds": central,
+            "samples": central_samples,
+            "samples_per_second": central_samples / central,
+        },
+        "fl_overhead": (total / samples) / (central / central_samples),
+    }
