@@ -31,6 +31,7 @@ LAYERS = (
         "fdabench.cells",
         "fdabench.runner",
         "fdabench.bench",
+        "fdabench.bench_cell",
         "fdabench.fingerprint",
         "fdabench.status",
     ),

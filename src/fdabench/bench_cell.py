@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from fdabench import paths
 from fdabench.bench import peak_rss_bytes, reset_peak_rss
 from fdabench.config import Params
 from fdabench.federation import rounds as round_loop
@@ -39,8 +40,6 @@ class MissingCellInputs(FileNotFoundError):
 
 def cell_inputs(params: Params, experiment: str, target: str, seed: int) -> tuple[str, str]:
     """The prepared data and partition a cell reads; a clear error naming the command that builds them."""
-    from fdabench import paths
-
     prepared = params.prepared_path(experiment)
     partition = paths.fill(
         paths.PARTITION, data=params.data_root, suite=params.suite_name, experiment=experiment, target=target, seed=seed
