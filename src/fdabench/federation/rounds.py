@@ -22,6 +22,7 @@ import torch
 from fdabench.aggregation import fedavg
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
+from fdabench.federation.cohort import train_cohort, use_cohort
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules, TargetContext
@@ -96,6 +97,8 @@ def run_rounds(
     velocity = None  # server momentum buffer
     source_loss = method.source_batch_loss(loss_fn)
     proximal = method.local_proximal()
+    # the sources train as one vectorised cohort where the setting, the model and plain local training allow it
+    cohort = source_loss is None and proximal is None and use_cohort(settings.cohort, device, model, sources)
     records: list[dict[str, Any]] = []
     first_round = 0
     saved = checkpoints.load() if checkpoints is not None else None
@@ -116,22 +119,25 @@ def run_rounds(
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
         if sources and (phase == "warmup" or method.sources_train_after_warmup):
-            results = []
-            for index, data in enumerate(sources):
-                results.append(
-                    train_locally(
-                        space,
-                        global_params,
-                        data,
-                        source_local,
-                        loss_fn,
-                        generators[index],
-                        batch_loss=source_loss,
-                        proximal=proximal,
+            if cohort:
+                results = train_cohort(space, global_params, sources, source_local, loss_fn, generators[: len(sources)])
+            else:
+                results = []
+                for index, data in enumerate(sources):
+                    results.append(
+                        train_locally(
+                            space,
+                            global_params,
+                            data,
+                            source_local,
+                            loss_fn,
+                            generators[index],
+                            batch_loss=source_loss,
+                            proximal=proximal,
+                        )
                     )
-                )
-                if space.buffers:
-                    buffer_states.append(space.get_buffers())
+                    if space.buffers:
+                        buffer_states.append(space.get_buffers())
             inputs.source_updates = torch.stack([r.update for r in results])
             inputs.source_counts = source_counts
             inputs.source_steps = torch.tensor([r.steps for r in results], device=device)

@@ -44,6 +44,12 @@ TRAIN_SCHEMA: dict[str, Any] = {
         "description": "server step on the aggregate (with momentum)",
         "default": 1.0,
     },
+    "cohort": {
+        "enum": ["auto", "on", "off"],
+        "description": "whether sources that can (fdabench.federation.cohort) train as one vectorised cohort: "
+        "on, off, or auto (on with CUDA, off on a CPU, where the one-by-one loop is faster)",
+        "default": "auto",
+    },
     "final_rounds": {
         "type": "integer",
         "minimum": 1,
@@ -80,6 +86,7 @@ class TrainSettings:
     final_rounds: int
     server_momentum: float
     server_lr: float
+    cohort: str
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainSettings:

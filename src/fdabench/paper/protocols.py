@@ -42,7 +42,8 @@ class Protocol:
 
 
 # Settings that cannot change a cell's metric and are not compared (evaluation batching).
-NOT_COMPARED = ("train.eval_batch_size",)
+# the evaluation batch and whether sources train as a vectorised cohort change how a run is computed, not what
+NOT_COMPARED = ("train.eval_batch_size", "train.cohort")
 
 _NOISE_AUTO = {
     "scale_alignment": "noniid_code",

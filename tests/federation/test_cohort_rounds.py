@@ -1,0 +1,86 @@
+"""The round loop with `cohort: on` equals the one-by-one loop for every round-loop family: the same updates
+and metrics to float tolerance where the sources can train as a cohort, bit for bit where they cannot
+(custom source loss, proximal term, unequal sizes), and `auto` is one by one on a CPU."""
+
+import pytest
+import torch
+
+from fdabench.federation import rounds
+from fdabench.federation.cohort import train_cohort, use_cohort
+from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods import get_method
+from fdabench.models import build_model
+from tiny import AUX_TRAIN, aux_client
+
+SETTINGS = {**AUX_TRAIN, "rounds": 3, "warmup_rounds": 1, "optimizer": "sgd", "source_lr": 0.05, "target_lr": 0.05}
+
+
+def _problem(sizes=(40, 40, 40)) -> FederatedProblem:
+    return FederatedProblem(
+        "classification",
+        2,
+        (5,),
+        [aux_client(f"s{index}", size, index) for index, size in enumerate(sizes)],
+        aux_client("t", 16, 10),
+        aux_client("u", 10, 11),
+        aux_client("test", 30, 12),
+        aux_classes={"sex": 2, "age_decade": 5},
+    )
+
+
+def _run(name, cohort, problem=None, **hparams):
+    settings = TrainSettings.from_dict({**SETTINGS, "cohort": cohort})
+    return get_method(name, hparams).run(problem or _problem(), settings, 0, torch.device("cpu"))
+
+
+def _records(history):
+    """The per-round records without their timing."""
+    return [{key: value for key, value in record.items() if key != "seconds"} for record in history["rounds"]]
+
+
+def _curve(history):
+    return [record["accuracy"] for record in history["rounds"]], [record.get("betas") for record in history["rounds"]]
+
+
+# one method per round-loop family whose sources can train as a cohort
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [("source_only", {}), ("fedda", {"beta": 0.5}), ("fedgp", {"beta": 0.5}), ("fedgp_auto", {}), ("fedda_auto", {})],
+)
+def test_cohort_rounds_equal_one_by_one(name, hparams, monkeypatch):
+    alone = _run(name, "off", **hparams)
+    calls = []
+    monkeypatch.setattr(rounds, "train_cohort", lambda *args: calls.append(1) or train_cohort(*args))
+    together = _run(name, "on", **hparams)
+    assert len(calls) == len(together["rounds"])  # the sources trained as a cohort in every round
+    (accuracy_alone, betas_alone), (accuracy_together, betas_together) = _curve(alone), _curve(together)
+    assert accuracy_together == pytest.approx(accuracy_alone, abs=1e-6)  # 30 test samples: no prediction flips
+    for a, b in zip(betas_alone, betas_together, strict=True):
+        assert (a is None) == (b is None) and (a is None or b == pytest.approx(a, rel=1e-4))
+    # the same messages cross the boundary
+    bytes_alone = [(r["bytes_uplink"], r["bytes_downlink"]) for r in alone["rounds"]]
+    assert [(r["bytes_uplink"], r["bytes_downlink"]) for r in together["rounds"]] == bytes_alone
+
+
+# families whose sources cannot train as a cohort run one by one whatever the setting: bit for bit the same
+@pytest.mark.parametrize(
+    ("name", "hparams", "problem"),
+    [
+        ("fedprox", {"mu": 0.1}, None),  # proximal term
+        ("auxinfo", {}, None),  # multi-task source loss
+        ("fedgp", {"beta": 0.5}, _problem((40, 30, 40))),  # unequal sizes
+    ],
+)
+def test_ineligible_sources_train_one_by_one(name, hparams, problem):
+    assert _records(_run(name, "off", problem, **hparams)) == _records(_run(name, "on", problem, **hparams))
+
+
+def test_auto_is_one_by_one_on_a_cpu_and_a_cohort_with_cuda():
+    model, clients = build_model("mlp", (5,), 2), _problem().sources
+    assert not use_cohort("auto", torch.device("cpu"), model, clients)
+    assert use_cohort("auto", torch.device("cuda"), model, clients)  # the decision only; nothing runs on CUDA
+    assert use_cohort("on", torch.device("cpu"), model, clients) and not use_cohort(
+        "off", torch.device("cuda"), model, clients
+    )
+    assert not use_cohort("on", torch.device("cpu"), model, clients[:1])  # one source: nothing to batch
