@@ -49,9 +49,10 @@ def _curve(history):
     [("source_only", {}), ("fedda", {"beta": 0.5}), ("fedgp", {"beta": 0.5}), ("fedgp_auto", {}), ("fedda_auto", {})],
 )
 def test_cohort_rounds_equal_one_by_one(name, hparams, monkeypatch):
-    alone = _run(name, "off", **hparams)
     calls = []
     monkeypatch.setattr(rounds, "train_cohort", lambda *args: calls.append(1) or train_cohort(*args))
+    alone = _run(name, "off", **hparams)
+    assert not calls and _records(_run(name, "auto", **hparams)) == _records(alone) and not calls  # CPU: one by one
     together = _run(name, "on", **hparams)
     assert len(calls) == len(together["rounds"])  # the sources trained as a cohort in every round
     (accuracy_alone, betas_alone), (accuracy_together, betas_together) = _curve(alone), _curve(together)
