@@ -80,12 +80,13 @@ class _Timers:
 def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
     """The round loop's training, aggregation and evaluation calls, timed (the loop's code is unchanged: the
     names it calls are wrapped while the bench runs)."""
-    saved = {name: getattr(round_loop, name) for name in ("train_locally", "evaluate", "fedavg")}
+    saved = {name: getattr(round_loop, name) for name in ("train_locally", "train_cohort", "evaluate", "fedavg")}
     source_ids = {id(client) for client in sources}
     role = lambda space, start, data, *rest, **kwargs: (
         "source_training" if id(data) in source_ids else "target_training"
     )
     round_loop.train_locally = timers.wrap(role, saved["train_locally"])
+    round_loop.train_cohort = timers.wrap("source_training", saved["train_cohort"])
     round_loop.evaluate = timers.wrap("evaluation", saved["evaluate"])
     round_loop.fedavg = timers.wrap("aggregation", saved["fedavg"])
     if hasattr(method, "aggregate"):
@@ -141,6 +142,7 @@ def bench_cell(
     rounds: int = 3,
     threads: int = 1,
     device: str | None = None,
+    cohort: str | None = None,
 ) -> dict[str, Any]:
     """Run the cell for at most one warm-up round and `rounds` FDA rounds, time every round after the first, and
     time the centralised reference on as many sample-steps; the measurements as a JSON-ready dict."""
@@ -150,6 +152,8 @@ def bench_cell(
     config = copy.deepcopy(cell.config)
     config["train"]["warmup_rounds"] = min(config["train"].get("warmup_rounds", 0), 1)
     config["train"]["rounds"] = rounds
+    if cohort is not None:
+        config["train"]["cohort"] = cohort
     prepared, partition = cell_inputs(params, experiment, target, seed)
     torch.set_num_threads(threads)
     where = resolve_device(device or config.get("device", "auto"))
@@ -187,6 +191,7 @@ def bench_cell(
         },
         "device": str(where),
         "threads": threads,
+        "cohort": config["train"].get("cohort", "auto"),
         "timed_rounds": {phase: len(values) for phase, values in durations.items()},
         "seconds_per_round": {phase: median(values) for phase, values in durations.items()},
         "seconds": total,

@@ -352,6 +352,7 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
             args.rounds,
             args.threads or 1,
             None if args.device == "all" else args.device,
+            args.cohort,
         )
     except MissingCellInputs as error:
         print(f"fdabench: {error}", file=sys.stderr)
@@ -556,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="cell: the target (default: the experiment's first)")
     p.add_argument("--seed", type=int, help="cell: the seed (default: the experiment's first)")
     p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
+    p.add_argument(
+        "--cohort", choices=["auto", "on", "off"], help="cell: the train setting cohort (default: the cell's)"
+    )
     p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
     p.add_argument(
         "--sizes",
