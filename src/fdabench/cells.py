@@ -14,7 +14,8 @@ Keys (format "fdabench.cell/1"):
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
   versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
   depends on, `fdabench.fingerprint`; tables refuse cells whose shared modules differ, `check_same_code`),
-  uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it).
+  uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it),
+  family (the method's family, `fdabench.families`: figures group and colour by it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
 (Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
 (FedDaDiL's FedAvg encoder, then its dictionary rounds). Personalised methods also log
