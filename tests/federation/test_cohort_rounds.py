@@ -1,11 +1,11 @@
 """The round loop with `cohort: on` equals the one-by-one loop for every round-loop family: the same updates
 and metrics to float tolerance where the sources can train as a cohort, bit for bit where they cannot
-(custom source loss, proximal term, unequal sizes), and `auto` is one by one on a CPU."""
+(custom source loss, proximal term, unequal sizes), and `auto` trains one by one."""
 
 import pytest
 import torch
 
-from fdabench.federation import rounds
+from fdabench.federation import cohort, rounds
 from fdabench.federation.cohort import train_cohort, use_cohort
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
@@ -29,8 +29,8 @@ def _problem(sizes=(40, 40, 40)) -> FederatedProblem:
     )
 
 
-def _run(name, cohort, problem=None, **hparams):
-    settings = TrainSettings.from_dict({**SETTINGS, "cohort": cohort})
+def _run(name, mode, problem=None, **hparams):
+    settings = TrainSettings.from_dict({**SETTINGS, "cohort": mode})
     return get_method(name, hparams).run(problem or _problem(), settings, 0, torch.device("cpu"))
 
 
@@ -52,7 +52,7 @@ def test_cohort_rounds_equal_one_by_one(name, hparams, monkeypatch):
     calls = []
     monkeypatch.setattr(rounds, "train_cohort", lambda *args: calls.append(1) or train_cohort(*args))
     alone = _run(name, "off", **hparams)
-    assert not calls and _records(_run(name, "auto", **hparams)) == _records(alone) and not calls  # CPU: one by one
+    assert not calls and _records(_run(name, "auto", **hparams)) == _records(alone) and not calls  # auto: one by one
     together = _run(name, "on", **hparams)
     assert len(calls) == len(together["rounds"])  # the sources trained as a cohort in every round
     (accuracy_alone, betas_alone), (accuracy_together, betas_together) = _curve(alone), _curve(together)
@@ -77,11 +77,15 @@ def test_ineligible_sources_train_one_by_one(name, hparams, problem):
     assert _records(_run(name, "off", problem, **hparams)) == _records(_run(name, "on", problem, **hparams))
 
 
-def test_auto_is_one_by_one_on_a_cpu_and_a_cohort_with_cuda():
+def test_auto_is_one_by_one_until_measured_faster_and_on_uses_a_cohort_where_it_can():
     model, clients = build_model("mlp", (5,), 2), _problem().sources
-    assert not use_cohort("auto", torch.device("cpu"), model, clients)
-    assert use_cohort("auto", torch.device("cuda"), model, clients)  # the decision only; nothing runs on CUDA
-    assert use_cohort("on", torch.device("cpu"), model, clients) and not use_cohort(
-        "off", torch.device("cuda"), model, clients
-    )
+    for device in ("cpu", "cuda"):  # the decision only; nothing runs on CUDA
+        assert not use_cohort("auto", torch.device(device), model, clients)
+        assert not use_cohort("off", torch.device(device), model, clients)
+        assert use_cohort("on", torch.device(device), model, clients)
     assert not use_cohort("on", torch.device("cpu"), model, clients[:1])  # one source: nothing to batch
+    # where a measurement shows the cohort faster, auto follows it
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(cohort.AUTO_COHORT, "cuda", True)
+        assert use_cohort("auto", torch.device("cuda"), model, clients)
+        assert not use_cohort("auto", torch.device("cpu"), model, clients)

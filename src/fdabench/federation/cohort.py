@@ -29,13 +29,16 @@ from fdabench.federation.client import LocalResult, LocalSettings, batch_indices
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 
+#: `cohort: auto` per device type: whether a cohort trains faster there, as measured. CPU: no (FMNIST CNN, 9 x 6,000
+#: samples, 2 threads: 29k samples/s one by one, 16-18k as a cohort; on the whole cell at best on par). CUDA: not
+#: measured yet (`fdabench bench cell ... --cohort on|off`), so one by one until it is.
+AUTO_COHORT = {"cpu": False, "cuda": False}
+
 
 def use_cohort(mode: str, device: torch.device, model: nn.Module, clients: Sequence[ClientData]) -> bool:
-    """Whether sources train as a cohort under the `cohort` setting: on (where eligible), off, or auto: on
-    with CUDA, where one launch for all clients costs about what one client's does; off on a CPU, where the
-    one-by-one loop is faster (FMNIST CNN, 9 x 6,000 samples, 2 threads: 29k samples/s one by one, 16-18k as a
-    cohort)."""
-    if mode == "off" or (mode == "auto" and device.type != "cuda"):
+    """Whether sources train as a cohort under the `cohort` setting: on (where eligible), off, or auto (where
+    eligible and AUTO_COHORT says a cohort is faster on the device)."""
+    if mode == "off" or (mode == "auto" and not AUTO_COHORT.get(device.type, False)):
         return False
     return cohort_eligible(model, clients)
 

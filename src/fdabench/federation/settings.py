@@ -47,7 +47,8 @@ TRAIN_SCHEMA: dict[str, Any] = {
     "cohort": {
         "enum": ["auto", "on", "off"],
         "description": "whether sources that can (fdabench.federation.cohort) train as one vectorised cohort: "
-        "on, off, or auto (on with CUDA, off on a CPU, where the one-by-one loop is faster)",
+        "on, off, or auto (one by one until a measurement shows the cohort faster on the device: not on a CPU; "
+        "not yet measured on a GPU)",
         "default": "auto",
     },
     "final_rounds": {
