@@ -14,24 +14,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflows import workflow_environment
+from workflows import TINY_PARAMS, workflow_environment
 
 pytestmark = [
     pytest.mark.pipeline,
     pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds training processes in /proc (Linux)"),
 ]
 
+# the tiny suite, trained long enough (61 rounds, checkpoints every 5) to be killed mid-cell
+TINY = TINY_PARAMS["suites"]["tiny"]
 PARAMS = {
-    "suite": "tiny",
+    **TINY_PARAMS,
     "checkpoint_every": 5,
     "suites": {
-        "tiny": {
-            "seeds": [0, 1],
-            "methods": ["source_only", "fedgp"],
-            "train": {"model": "mlp", "model_options": {"hidden": [64]}, "rounds": 60, "warmup_rounds": 1},
-            "experiments": {"colored_digits": {"dataset": "colored_digits", "targets": ["-90"]}},
-            "tables": {"table1": {"experiments": ["colored_digits"]}},
-        }
+        "tiny": {**TINY, "train": {**TINY["train"], "model_options": {"hidden": [64]}, "rounds": 60}},
     },
 }
 CELLS = "results/cells/tiny/colored_digits"

@@ -1,6 +1,7 @@
 """Figures: the right cells are plotted with their methods' styles and the published values; the rest refused."""
 
 import json
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -143,3 +144,13 @@ def test_final_figure_shows_seeds_means_and_published_values(tmp_path):
     assert sorted(dots[0].get_offsets()[:, 0].tolist()) == pytest.approx([30.0, 31.0, 60.0, 61.0])
     plot_final(paths, tmp_path / "final.png")
     assert (tmp_path / "final.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cells_without_a_family_are_refused_with_the_way_out(tmp_path):
+    path = _cell(tmp_path, "fedgp", "fedgp", {"beta": 0.5}, 0, 0.6)
+    cell = json.loads(Path(path).read_text())
+    del cell["family"]  # a cell from before cells recorded families
+    Path(path).write_text(json.dumps(cell))
+    with pytest.raises(ValueError, match="methods fedgp record no method family.*fdabench figure --methods"):
+        draw_rounds([path])
+    draw_rounds([path], families={"fedgp": "fda"}).clf()  # the suite's families make it drawable

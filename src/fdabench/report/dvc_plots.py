@@ -13,32 +13,32 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+import pandas as pd
+
 from fdabench.report.figures import betas_frame, rounds_frame
 
 ROUNDS_COLUMNS = ["round", "target_test_metric"]
 BETAS_COLUMNS = ["round", "beta"]
 
 
+def _series(frame: pd.DataFrame, keys: list[str], column: str) -> dict[str, list[tuple[int, float]]]:
+    """'<key values joined by />' -> (round, mean of `column` over the frame's other rows) per round."""
+    means = frame.groupby([*keys, "round"], sort=False)[column].mean()
+    series: dict[str, list[tuple[int, float]]] = {}
+    for (*names, round_), value in means.items():
+        series.setdefault("/".join(names), []).append((int(round_), float(value)))
+    return series
+
+
 def rounds_series(paths: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
     """'<experiment>/<method>' -> (round, mean over targets and seeds of the target test metric) per round."""
-    frame = rounds_frame(paths)
-    means = frame.groupby(["experiment", "method", "round"], sort=False)["value"].mean()
-    series: dict[str, list[tuple[int, float]]] = {}
-    for (experiment, method, round_), value in means.items():
-        series.setdefault(f"{experiment}/{method}", []).append((int(round_), float(value)))
-    return series
+    return _series(rounds_frame(paths), ["experiment", "method"], "value")
 
 
 def betas_series(paths: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
     """'<experiment>/<method>/<source>' -> (round, mean β over targets and seeds) per round."""
     frame = betas_frame(paths)
-    if frame.empty:
-        return {}
-    means = frame.groupby(["experiment", "method", "source", "round"], sort=False)["beta"].mean()
-    series: dict[str, list[tuple[int, float]]] = {}
-    for (experiment, method, source, round_), value in means.items():
-        series.setdefault(f"{experiment}/{method}/{source}", []).append((int(round_), float(value)))
-    return series
+    return {} if frame.empty else _series(frame, ["experiment", "method", "source"], "beta")
 
 
 def write_series(folder: str | Path, series: dict[str, list[tuple[int, float]]], columns: list[str]) -> None:

@@ -18,7 +18,7 @@ PERCENT_METRICS = ("accuracy", "auc")
 
 
 def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
-    """One row per (cell, round): identity, round, phase and the cell's metric."""
+    """One row per (cell, round): identity, the method's family, round, phase and the cell's metric."""
     frames = []
     for path in paths:
         cell = read_cell(path)
@@ -28,6 +28,7 @@ def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
             pd.DataFrame(
                 {
                     **{key: cell["cell"][key] for key in ("experiment", "dataset", "method", "target", "seed")},
+                    "family": cell.get("family"),
                     "round": rows["round"] + 1,
                     "phase": rows["phase"],
                     "metric": metric,
@@ -67,18 +68,17 @@ def metric_label(metric: str) -> str:
     )
 
 
-def cell_families(paths: Iterable[str]) -> dict[str, str]:
-    """method -> family of the given cells, in their order (the styles of a figure drawn on its own)."""
-    families: dict[str, str] = {}
-    for path in paths:
-        cell = read_cell(path)
-        if "family" not in cell:
-            raise ValueError(
-                f"{path} records no method family (it ran before cells did); rerun the cell, or give the figure "
-                "the suite's methods and families (fdabench figure --methods)"
-            )
-        families.setdefault(cell["config"]["method"], cell["family"])
-    return families
+def frame_families(frame: pd.DataFrame, key: str = "method") -> dict[str, str]:
+    """`key` (method, or algorithm) -> family of a cells frame's rows, in their order (the styles of a figure
+    drawn on its own); a clear error for cells that ran before cells recorded their family."""
+    if frame["family"].isna().any():
+        raise ValueError(
+            "cells of methods "
+            + ", ".join(dict.fromkeys(frame.loc[frame["family"].isna(), "method"]))
+            + " record no method family (they ran before cells did); rerun them, or give the figure the suite's "
+            "methods and families (fdabench figure --methods)"
+        )
+    return dict(zip(frame[key], frame["family"], strict=True))
 
 
 def _line(axis, frame: pd.DataFrame, method: str, style: MethodStyle | None, **overrides) -> None:
@@ -109,7 +109,7 @@ def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mappin
     paths = list(paths)
     frame = rounds_frame(paths)
     metric = frame["metric"].iloc[0]
-    styles = method_styles(families or cell_families(paths))
+    styles = method_styles(families or frame_families(frame))
     families = families_in_order(styles, dict.fromkeys(frame["method"]))
     references = [method for method in REFERENCE_METHODS if method in set(frame["method"])]
     targets = list(dict.fromkeys(frame["target"]))
@@ -278,7 +278,7 @@ def draw_final(paths: Iterable[str], title: str | None = None, families: Mapping
     paths = list(paths)
     frame = with_average(final_frame(paths))
     metric = frame["metric"].iloc[0]
-    styles = method_styles(families or cell_families(paths))
+    styles = method_styles(families or frame_families(frame))
     methods = list(dict.fromkeys(frame["method"]))
     experiments = list(dict.fromkeys(frame["experiment"]))
     panels = {e: list(dict.fromkeys(frame.loc[frame["experiment"] == e, "target"])) for e in experiments}
@@ -367,7 +367,7 @@ def plot_sweep(
     metric = frame["metric"].iloc[0]
     label = metric_label(metric)
     if kind == "shift":
-        styles = method_styles(families or cell_families(paths))
+        styles = method_styles(families or frame_families(frame))
         methods = list(dict.fromkeys(frame["method"]))
         frame["level"] = frame["target"].map(_level)
         grid = sns.relplot(
@@ -393,7 +393,7 @@ def plot_sweep(
         if frame.empty:
             raise ValueError(f"no cells with a fixed {kind} to plot")
         algorithms_present = list(dict.fromkeys(frame["algorithm"]))
-        styles = method_styles(dict(zip(frame["algorithm"], frame["family"], strict=True)))
+        styles = method_styles(frame_families(frame, "algorithm"))
         grid = sns.relplot(
             data=frame,
             x=kind,
