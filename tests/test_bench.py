@@ -115,3 +115,17 @@ def test_bench_cell_names_the_command_that_builds_missing_inputs(tiny_inputs, tm
         MissingCellInputs, match=r"snakemake --cores 2 data/prepared/colored_digits/\w+ .* --config suite=tiny"
     ):
         bench_cell(params, "colored_digits", "fedgp")
+
+
+@pytest.mark.parametrize(
+    ("experiment", "method", "target", "message"),
+    [
+        ("nowhere", "fedgp", None, "suite tiny has no experiment 'nowhere'; allowed: colored_digits"),
+        ("colored_digits", "ditto", None, "suite tiny has no method 'ditto'; allowed: source_only, fedgp"),
+        ("colored_digits", "fedgp", "+80", r"experiment colored_digits has no target '\+80'; allowed: -90"),
+    ],
+)
+def test_bench_cell_refuses_a_cell_the_suite_does_not_have(tiny_inputs, experiment, method, target, message):
+    _, params = tiny_inputs
+    with pytest.raises(ValueError, match=message):
+        bench_cell(params, experiment, method, target)

@@ -354,7 +354,7 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
             None if args.device == "all" else args.device,
             args.cohort,
         )
-    except MissingCellInputs as error:
+    except (MissingCellInputs, ValueError) as error:
         print(f"fdabench: {error}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1))
