@@ -2,13 +2,14 @@
 
 import shutil
 import subprocess
+from statistics import median
 
 import pytest
 import torch
 import yaml
 
 from fdabench import bench, paths
-from fdabench.bench_cell import MissingCellInputs, bench_cell, cell_inputs
+from fdabench.bench_cell import MissingCellInputs, bench_cell, cell_inputs, compare_cohort
 from fdabench.config import load_params
 from fdabench.runner import load_problem
 from workflows import TINY_PARAMS, workflow_environment
@@ -129,3 +130,21 @@ def test_bench_cell_refuses_a_cell_the_suite_does_not_have(tiny_inputs, experime
     _, params = tiny_inputs
     with pytest.raises(ValueError, match=message):
         bench_cell(params, experiment, method, target)
+
+
+def test_bench_cell_compares_one_by_one_with_cohorts_in_one_process(tiny_inputs, monkeypatch):
+    root, params = tiny_inputs
+    monkeypatch.chdir(root)
+    result = compare_cohort(params, "colored_digits", "fedgp", rounds=2, device="cpu", repeats=2)
+    assert [run["cohort"] for run in result["runs"]] == ["off", "on", "off", "on"]  # alternating
+    off, on = result["cohort"]["off"], result["cohort"]["on"]
+    # one by one: no cohort; as cohorts: the sources (equal sizes) as one cohort in each of the 3 rounds
+    assert off["cohorts_trained"] == 0 and on["cohorts_trained"] == 3
+    assert off["seconds_per_fda_round"] == median(
+        run["seconds_per_round"]["fda"] for run in result["runs"] if run["cohort"] == "off"
+    )
+    assert result["speedup"] == pytest.approx(off["seconds_per_fda_round"] / on["seconds_per_fda_round"])
+    assert result["faster"] == ("on" if result["speedup"] > 1 else "off")
+    assert result["auto_picks"] == "off" and result["auto_picks_faster"] == (result["faster"] == "off")
+    with pytest.raises(ValueError, match="repeats must be 1 or more"):
+        compare_cohort(params, "colored_digits", "fedgp", repeats=0)

@@ -3,7 +3,8 @@ same number of sample-steps, measured in the same process (issue: throughput).
 
 Reports seconds per round (per phase), samples per second, peak memory, where a round's time goes (source and
 target training, aggregation, evaluation; round-loop methods) and the FL overhead: the cell's time divided by the
-centralised time."""
+centralised time. `compare_cohort` runs the cell one by one and as cohorts, alternately in one process, and says
+which is faster and whether `cohort: auto` picks it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import torch
 from fdabench import paths
 from fdabench.bench import peak_rss_bytes, reset_peak_rss
 from fdabench.config import Params
+from fdabench.federation import cohort as cohort_training
 from fdabench.federation import rounds as round_loop
 from fdabench.federation.client import loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
@@ -59,6 +61,7 @@ class _Timers:
     def __init__(self, device: torch.device):
         self.device = device
         self.seconds = dict.fromkeys(PARTS, 0.0)
+        self.cohorts = 0  # cohorts trained (train_cohort calls)
 
     def _now(self) -> float:
         if self.device.type == "cuda":
@@ -80,15 +83,22 @@ class _Timers:
 def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
     """The round loop's training, aggregation and evaluation calls, timed (the loop's code is unchanged: the
     names it calls are wrapped while the bench runs)."""
-    saved = {name: getattr(round_loop, name) for name in ("train_locally", "train_cohort", "evaluate", "fedavg")}
+    saved = {name: getattr(round_loop, name) for name in ("train_locally", "train_grouped", "evaluate", "fedavg")}
+    train_cohort = cohort_training.train_cohort
     source_ids = {id(client) for client in sources}
     role = lambda space, start, data, *rest, **kwargs: (
         "source_training" if id(data) in source_ids else "target_training"
     )
     round_loop.train_locally = timers.wrap(role, saved["train_locally"])
-    round_loop.train_cohort = timers.wrap("source_training", saved["train_cohort"])
+    round_loop.train_grouped = timers.wrap("source_training", saved["train_grouped"])
     round_loop.evaluate = timers.wrap("evaluation", saved["evaluate"])
     round_loop.fedavg = timers.wrap("aggregation", saved["fedavg"])
+
+    def counted_cohort(*args: Any, **kwargs: Any) -> Any:
+        timers.cohorts += 1
+        return train_cohort(*args, **kwargs)
+
+    cohort_training.train_cohort = counted_cohort
     if hasattr(method, "aggregate"):
         method.aggregate = timers.wrap("aggregation", method.aggregate)
     try:
@@ -96,6 +106,7 @@ def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
     finally:
         for name, function in saved.items():
             setattr(round_loop, name, function)
+        cohort_training.train_cohort = train_cohort
 
 
 def round_samples(problem, settings: TrainSettings, phase: str) -> int:
@@ -207,6 +218,7 @@ def bench_cell(
         "device": str(where),
         "threads": threads,
         "cohort": config["train"].get("cohort", "auto"),
+        "cohorts_trained": timers.cohorts,  # 0: the sources trained one by one
         "timed_rounds": {phase: len(values) for phase, values in durations.items()},
         "seconds_per_round": {phase: median(values) for phase, values in durations.items()},
         "seconds": total,
@@ -224,4 +236,56 @@ def bench_cell(
             "samples_per_second": central_samples / central,
         },
         "fl_overhead": (total / samples) / (central / central_samples),
+    }
+
+
+def compare_cohort(
+    params: Params,
+    experiment: str,
+    method_name: str,
+    target: str | None = None,
+    seed: int | None = None,
+    rounds: int = 3,
+    threads: int = 1,
+    device: str | None = None,
+    repeats: int = 2,
+) -> dict[str, Any]:
+    """`bench_cell` with `cohort: off` and `cohort: on`, alternately `repeats` times in this process (so both see the
+    same machine load, threads and device); each mode's median seconds per FDA round, samples/s and FL overhead,
+    which is faster, and whether `cohort: auto` (AUTO_COHORT) picks it on this device."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be 1 or more, not {repeats}")
+    runs = [
+        bench_cell(params, experiment, method_name, target, seed, rounds, threads, device, mode)
+        for _ in range(repeats)
+        for mode in ("off", "on")
+    ]
+    modes = {}
+    for mode in ("off", "on"):
+        mine = [run for run in runs if run["cohort"] == mode]
+        modes[mode] = {
+            "seconds_per_fda_round": median(run["seconds_per_round"]["fda"] for run in mine),
+            "samples_per_second": median(run["samples_per_second"] for run in mine),
+            "fl_overhead": median(run["fl_overhead"] for run in mine),
+            "cohorts_trained": mine[0]["cohorts_trained"],
+        }
+    if not modes["on"]["cohorts_trained"]:
+        raise ValueError(
+            f"{method_name} on {experiment}: the sources cannot train as a cohort (unequal sizes, a model with "
+            "buffers or dropout, or a custom local loss), so there is nothing to compare"
+        )
+    faster = min(modes, key=lambda mode: modes[mode]["seconds_per_fda_round"])
+    where = torch.device(runs[0]["device"])
+    auto = "on" if cohort_training.AUTO_COHORT.get(where.type, False) else "off"
+    return {
+        "cell": runs[0]["cell"],
+        "device": runs[0]["device"],
+        "threads": threads,
+        "repeats": repeats,
+        "cohort": modes,
+        "speedup": modes["off"]["seconds_per_fda_round"] / modes["on"]["seconds_per_fda_round"],
+        "faster": faster,
+        "auto_picks": auto,
+        "auto_picks_faster": auto == faster,
+        "runs": runs,
     }

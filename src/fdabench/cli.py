@@ -333,7 +333,7 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
-    from fdabench.bench_cell import MissingCellInputs, bench_cell
+    from fdabench.bench_cell import MissingCellInputs, bench_cell, compare_cohort
     from fdabench.config import load_params
     from fdabench.io import write_json_atomic
 
@@ -342,18 +342,13 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
         return 2
     suite, experiment, method = args.cell
     params = load_params(args.params).for_suite(suite)
+    cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
+    device = None if args.device == "all" else args.device
     try:
-        result = bench_cell(
-            params,
-            experiment,
-            method,
-            args.target,
-            args.seed,
-            args.rounds,
-            args.threads or 1,
-            None if args.device == "all" else args.device,
-            args.cohort,
-        )
+        if args.cohort == "both":
+            result = compare_cohort(*cell, device, args.repeats or 2)
+        else:
+            result = bench_cell(*cell, device, args.cohort)
     except (MissingCellInputs, ValueError) as error:
         print(f"fdabench: {error}", file=sys.stderr)
         return 2
@@ -375,13 +370,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
-        frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats, args.batches)
+        frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats or 5, args.batches)
     elif args.what == "memory":
         frame = bench.memory_frame(args.sources[0], args.sizes[0], args.batches)
     else:
         import pandas as pd
 
-        frame = pd.DataFrame(bench.startup_rows(args.repeats))
+        frame = pd.DataFrame(bench.startup_rows(args.repeats or 5))
     print(frame.to_markdown(index=False, floatfmt=".4g"))
     if args.output:
         write_text_atomic(args.output, frame.to_csv(index=False))
@@ -558,7 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="cell: the seed (default: the experiment's first)")
     p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
     p.add_argument(
-        "--cohort", choices=["auto", "on", "off"], help="cell: the train setting cohort (default: the cell's)"
+        "--cohort",
+        choices=["auto", "on", "off", "both"],
+        help="cell: the train setting cohort (default: the cell's); both: off and on alternately, compared",
     )
     p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
     p.add_argument(
@@ -570,7 +567,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--repeats",
+        type=int,
+        help="aggregation, startup: timings of each (default 5); cell --cohort both: runs of each mode (default 2)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     p.add_argument("--output", help="also write the table as CSV (cell: the measurements as JSON)")
     p.set_defaults(handler=cmd_bench)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from fdabench.federation.client import LocalSettings, loss_function, train_locally
-from fdabench.federation.cohort import cohort_eligible, train_cohort
+from fdabench.federation.cohort import cohort_eligible, size_groups, train_cohort, train_grouped
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model
@@ -82,3 +82,22 @@ def test_who_can_train_as_a_cohort():
     with pytest.raises(ValueError, match="cannot train as a cohort"):
         space = ParameterSpace(batchnorm)
         train_cohort(space, space.get(), clients, CASES[0][2], loss_function("classification"), _generators(3))
+
+
+def test_clients_of_different_sizes_train_in_one_cohort_per_size():
+    clients = [*_clients(2, 40, seed=1), *_clients(1, 24, seed=2), *_clients(1, 40, seed=3), *_clients(1, 30, seed=4)]
+    assert size_groups(clients) == [[0, 1, 3], [2], [4]]
+    settings = LocalSettings(lr=1e-2, batch_size=16, epochs=2)
+    torch.manual_seed(0)
+    space = ParameterSpace(build_model("mlp", SHAPE, 3, hidden=[16]))
+    start = space.get()
+    loss_fn = loss_function("classification")
+    alone = _one_by_one(space, start, clients, settings, loss_fn)
+    grouped = train_grouped(space, start, clients, settings, loss_fn, _generators(len(clients)))
+    assert [(r.steps, r.samples) for r in grouped] == [(6, 40), (6, 40), (4, 24), (6, 40), (4, 30)]  # client order
+    for single, result in zip(alone, grouped, strict=True):
+        torch.testing.assert_close(result.update, single.update, rtol=0, atol=1e-4 * float(single.update.abs().max()))
+    for index in (2, 4):  # a size no other client has: trained alone, bit for bit
+        assert torch.equal(grouped[index].update, alone[index].update)
+    with pytest.raises(ValueError, match="5 clients but 4 generators"):
+        train_grouped(space, start, clients, settings, loss_fn, _generators(4))

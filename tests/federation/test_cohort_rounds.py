@@ -1,11 +1,12 @@
 """The round loop with `cohort: on` equals the one-by-one loop for every round-loop family: the same updates
 and metrics to float tolerance where the sources can train as a cohort, bit for bit where they cannot
-(custom source loss, proximal term, unequal sizes), and `auto` trains one by one."""
+(custom source loss, proximal term), and `auto` trains one by one. Sources of unequal sizes train in one cohort
+per size."""
 
 import pytest
 import torch
 
-from fdabench.federation import cohort, rounds
+from fdabench.federation import cohort
 from fdabench.federation.cohort import train_cohort, use_cohort
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
@@ -43,18 +44,30 @@ def _curve(history):
     return [record["accuracy"] for record in history["rounds"]], [record.get("betas") for record in history["rounds"]]
 
 
-# one method per round-loop family whose sources can train as a cohort
+# one method per round-loop family whose sources can train as a cohort; and sources of two sizes (two cohorts: the
+# two sources of 40 samples together, the one of 30 alone)
 @pytest.mark.parametrize(
-    ("name", "hparams"),
-    [("source_only", {}), ("fedda", {"beta": 0.5}), ("fedgp", {"beta": 0.5}), ("fedgp_auto", {}), ("fedda_auto", {})],
+    ("name", "hparams", "sizes", "cohorts"),
+    [
+        ("source_only", {}, (40, 40, 40), [3]),
+        ("fedda", {"beta": 0.5}, (40, 40, 40), [3]),
+        ("fedgp", {"beta": 0.5}, (40, 40, 40), [3]),
+        ("fedgp_auto", {}, (40, 40, 40), [3]),
+        ("fedda_auto", {}, (40, 40, 40), [3]),
+        ("fedgp", {"beta": 0.5}, (40, 30, 40), [2]),
+    ],
 )
-def test_cohort_rounds_equal_one_by_one(name, hparams, monkeypatch):
+def test_cohort_rounds_equal_one_by_one(name, hparams, sizes, cohorts, monkeypatch):
     calls = []
-    monkeypatch.setattr(rounds, "train_cohort", lambda *args: calls.append(1) or train_cohort(*args))
-    alone = _run(name, "off", **hparams)
-    assert not calls and _records(_run(name, "auto", **hparams)) == _records(alone) and not calls  # auto: one by one
-    together = _run(name, "on", **hparams)
-    assert len(calls) == len(together["rounds"])  # the sources trained as a cohort in every round
+    counted = lambda space, start, clients, *rest: (
+        calls.append(len(clients)) or train_cohort(space, start, clients, *rest)
+    )
+    monkeypatch.setattr(cohort, "train_cohort", counted)
+    alone = _run(name, "off", _problem(sizes), **hparams)
+    auto = _run(name, "auto", _problem(sizes), **hparams)
+    assert not calls and _records(auto) == _records(alone)  # auto: one by one
+    together = _run(name, "on", _problem(sizes), **hparams)
+    assert calls == cohorts * len(together["rounds"])  # the sources trained in cohorts in every round
     (accuracy_alone, betas_alone), (accuracy_together, betas_together) = _curve(alone), _curve(together)
     assert accuracy_together == pytest.approx(accuracy_alone, abs=1e-6)  # 30 test samples: no prediction flips
     for a, b in zip(betas_alone, betas_together, strict=True):
@@ -70,7 +83,7 @@ def test_cohort_rounds_equal_one_by_one(name, hparams, monkeypatch):
     [
         ("fedprox", {"mu": 0.1}, None),  # proximal term
         ("auxinfo", {}, None),  # multi-task source loss
-        ("fedgp", {"beta": 0.5}, _problem((40, 30, 40))),  # unequal sizes
+        ("fedgp", {"beta": 0.5}, _problem((40, 30, 20))),  # no two sources of one size
     ],
 )
 def test_ineligible_sources_train_one_by_one(name, hparams, problem):

@@ -15,7 +15,8 @@ trained with 1 vs 2 threads.
 
 Eligible (`cohort_eligible`): equal sample counts (so equal steps and batch sizes), a model without buffers
 (BatchNorm statistics) or dropout (its random masks would be drawn in another order), and plain local
-training (no per-step observer, custom loss or proximal term)."""
+training (no per-step observer, custom loss or proximal term). Clients whose sample counts differ train in one
+cohort per sample count (`train_grouped`; a count held by one client alone trains that client alone)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
+from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 
@@ -36,20 +37,57 @@ AUTO_COHORT = {"cpu": False, "cuda": False}
 
 
 def use_cohort(mode: str, device: torch.device, model: nn.Module, clients: Sequence[ClientData]) -> bool:
-    """Whether sources train as a cohort under the `cohort` setting: on (where eligible), off, or auto (where
-    eligible and AUTO_COHORT says a cohort is faster on the device)."""
+    """Whether sources train in cohorts (`train_grouped`) under the `cohort` setting: on (where the model allows
+    it and two or more clients share a sample count), off, or auto (the same, where AUTO_COHORT says a cohort is
+    faster on the device)."""
     if mode == "off" or (mode == "auto" and not AUTO_COHORT.get(device.type, False)):
         return False
-    return cohort_eligible(model, clients)
+    return model_eligible(model) and any(len(group) > 1 for group in size_groups(clients))
+
+
+def model_eligible(model: nn.Module) -> bool:
+    """A model whose forward pass does not depend on state or randomness: no buffers, no dropout."""
+    if any(True for _ in model.buffers()):
+        return False
+    return not any(isinstance(module, nn.modules.dropout._DropoutNd) for module in model.modules())
 
 
 def cohort_eligible(model: nn.Module, clients: Sequence[ClientData]) -> bool:
     """Whether `train_cohort` computes what training the clients one by one computes."""
-    if len(clients) < 2 or len({len(client) for client in clients}) != 1:
-        return False
-    if any(True for _ in model.buffers()):
-        return False
-    return not any(isinstance(module, nn.modules.dropout._DropoutNd) for module in model.modules())
+    return len(clients) > 1 and len({len(client) for client in clients}) == 1 and model_eligible(model)
+
+
+def size_groups(clients: Sequence[ClientData]) -> list[list[int]]:
+    """The clients' positions grouped by sample count (so by step count), groups in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for index, client in enumerate(clients):
+        groups.setdefault(len(client), []).append(index)
+    return list(groups.values())
+
+
+def train_grouped(
+    space: ParameterSpace,
+    start: Tensor,
+    clients: Sequence[ClientData],
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generators: Sequence[torch.Generator],
+) -> list[LocalResult]:
+    """Every client's update, in client order: one cohort per sample count (`size_groups`); a client whose count
+    no other client shares trains alone (`train_locally`)."""
+    if len(generators) != len(clients):
+        raise ValueError(f"{len(clients)} clients but {len(generators)} generators")
+    results: list[LocalResult | None] = [None] * len(clients)
+    for group in size_groups(clients):
+        members = [clients[index] for index in group]
+        streams = [generators[index] for index in group]
+        if len(group) > 1:
+            trained = train_cohort(space, start, members, settings, loss_fn, streams)
+        else:
+            trained = [train_locally(space, start, members[0], settings, loss_fn, streams[0])]
+        for index, result in zip(group, trained, strict=True):
+            results[index] = result
+    return results
 
 
 def train_cohort(

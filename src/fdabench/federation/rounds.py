@@ -22,7 +22,7 @@ import torch
 from fdabench.aggregation import fedavg
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
-from fdabench.federation.cohort import train_cohort, use_cohort
+from fdabench.federation.cohort import train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules, TargetContext
@@ -97,7 +97,8 @@ def run_rounds(
     velocity = None  # server momentum buffer
     source_loss = method.source_batch_loss(loss_fn)
     proximal = method.local_proximal()
-    # the sources train as one vectorised cohort where the setting, the model and plain local training allow it
+    # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain local
+    # training allow it
     cohort = source_loss is None and proximal is None and use_cohort(settings.cohort, device, model, sources)
     records: list[dict[str, Any]] = []
     first_round = 0
@@ -120,7 +121,9 @@ def run_rounds(
 
         if sources and (phase == "warmup" or method.sources_train_after_warmup):
             if cohort:
-                results = train_cohort(space, global_params, sources, source_local, loss_fn, generators[: len(sources)])
+                results = train_grouped(
+                    space, global_params, sources, source_local, loss_fn, generators[: len(sources)]
+                )
             else:
                 results = []
                 for index, data in enumerate(sources):
