@@ -22,6 +22,7 @@ LAYERS = (
         "fdabench.paths",
         "fdabench.paper",
         "fdabench.families",
+        "fdabench.gpus",
     ),
     ("fdabench.aggregation", "fdabench.dictionary", "fdabench.data", "fdabench.models"),
     ("fdabench.federation",),

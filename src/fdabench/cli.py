@@ -127,6 +127,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.federation.checkpoint import checkpoint_path
+    from fdabench.gpus import pin
     from fdabench.io import write_json_atomic
     from fdabench.runner import CellInputError, run_cell
 
@@ -136,6 +137,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"fdabench: --checkpoint-every is a number of rounds or 0 (never), not {args.checkpoint_every}"
         )
+    try:
+        pin(args.pin_gpu)  # before anything starts CUDA
+    except ValueError as error:
+        raise SystemExit(f"fdabench: {error}") from None
     _require_writable(args.output)
     checkpoint = checkpoint_path(args.output)
     try:
@@ -471,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="save the round loop's state every K rounds beside the output and resume from it when rerun "
         "(0: never); removed once the result is written",
+    )
+    p.add_argument(
+        "--pin-gpu",
+        default="none",
+        metavar="INDEX",
+        help="run on this GPU only (CUDA_VISIBLE_DEVICES=INDEX; params.yaml gpus), or none (default)",
     )
     p.set_defaults(handler=cmd_train)
 

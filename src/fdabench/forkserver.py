@@ -40,11 +40,11 @@ from multiprocessing.connection import Client, Connection
 from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
 
+from fdabench.gpus import SCHEDULER_VARIABLES
+
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
 IN_CHILD_VARIABLE = "FDABENCH_FORKSERVER_CHILD"
-#: set in the environment of a job that a cluster scheduler started
-SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "PBS_JOBID", "LSB_JOBID")
 #: what the server imports before it accepts jobs (torch._dynamo: what torch.optim's first optimiser imports)
 PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.runner")
 START_TIMEOUT_SECONDS = 120

@@ -105,6 +105,7 @@ def run_cell(
             "train_seconds": train_seconds,
             "train_cpu_seconds": train_cpu_seconds,
             "device": str(where),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # a GPU it was pinned to (params gpus)
             "threads": threads,
             "partition_hash": partition_hash,
             "code": code.to_json(),

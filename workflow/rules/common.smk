@@ -6,7 +6,7 @@ import shutil
 
 from snakemake.exceptions import WorkflowError
 
-from fdabench import paths
+from fdabench import gpus, paths
 from fdabench.cells import read_cell, report_labels
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
 from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
@@ -22,6 +22,25 @@ NAME = NAME_PATTERN.strip("^$")
 SUITE = PARAMS.suite_name
 DATA = PARAMS.data_root
 USES_GPU = PARAMS.device == "cuda" or (PARAMS.device == "auto" and shutil.which("nvidia-smi") is not None)
+# params.yaml `gpus` (fdabench.gpus): the GPU each cell is pinned to, round-robin in the suite's cell order
+CELL_GPUS = PARAMS.cell_gpus()
+
+
+def _cell_key(wildcards):
+    return (wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
+
+
+def cell_gpu(wildcards):
+    """The GPU a training job runs on (its CUDA_VISIBLE_DEVICES), or gpus.UNPINNED."""
+    device = CELL_GPUS.get(_cell_key(wildcards))
+    return gpus.UNPINNED if device is None else str(device)
+
+
+# gpu_<index>: 1 for the cells pinned to that GPU, so `--resources gpu_0=K gpu_1=K` runs K cells on each at once
+GPU_RESOURCES = {
+    gpus.resource_name(device): (lambda wildcards, device=device: int(CELL_GPUS.get(_cell_key(wildcards)) == device))
+    for device in PARAMS.gpus
+}
 
 
 onstart:

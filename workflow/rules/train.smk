@@ -17,6 +17,10 @@ rule train:
     threads: PARAMS.threads_per_cell
     resources:
         gpu=1 if USES_GPU else 0,
+        # params.yaml `gpus`: the GPU the cell is pinned to (a string: not a counted resource), and one unit of
+        # that GPU's own resource gpu_<index>
+        cuda_device=cell_gpu,
+        **GPU_RESOURCES,
         # a resource, not a parameter: how often a cell saves its state does not change its result, so
         # changing it reruns nothing
         checkpoint_every=PARAMS.checkpoint_every,
@@ -29,4 +33,5 @@ rule train:
         "../envs/fdabench.yaml"
     shell:
         "fdabench train --cell {params.cell:q} --prepared {input.prepared} --partition {input.partition} "
-        "--output {output} --threads {threads} --checkpoint-every {resources.checkpoint_every} > {log} 2>&1"
+        "--output {output} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
+        "--pin-gpu {resources.cuda_device} > {log} 2>&1"

@@ -24,6 +24,8 @@ def theory_roles(check: dict[str, Any]) -> dict[str, str]:
 def semantic_errors(raw: dict[str, Any]) -> list[str]:
     """Every problem of schema-valid params, one readable line each."""
     problems = _variant_errors(raw)
+    if raw.get("gpus") and raw.get("device") == "cpu":
+        problems.append("gpus: cells run on the CPU (device: cpu); set device to cuda or auto, or remove gpus")
     if raw["suite"] not in raw["suites"]:
         problems.append(f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}")
     for suite_name in (raw.get("dvc") or {}).get("suites", []):

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fdabench import paths
+from fdabench import gpus, paths
 from fdabench.config import resolve
 from fdabench.config.checks import semantic_errors, theory_roles
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
@@ -67,6 +67,8 @@ class Params:
         self.device: str = raw.get("device", "auto")
         self.threads_per_cell: int = raw.get("threads_per_cell", 1)
         self.checkpoint_every: int = raw.get("checkpoint_every", 0)
+        #: the CUDA devices training cells are spread over (fdabench.gpus); empty: not pinned
+        self.gpus: list[int] = list(raw.get("gpus") or [])
         #: the suites dvc.yaml builds (default: the active one)
         self.dvc_suites: list[str] = (raw.get("dvc") or {}).get("suites") or [self.suite_name]
         data = raw.get("data") or {}
@@ -176,6 +178,20 @@ class Params:
                 for target in self.targets(experiment):
                     for seed in self.seeds(experiment):
                         yield self.cell(experiment, method, target, seed)
+
+    def cell_gpus(self) -> dict[tuple[str, str, str, int], int]:
+        """(experiment, method, target, seed) -> the GPU the cell is pinned to (fdabench.gpus.assign, in the
+        suite's cell order); empty without `gpus`."""
+        if not self.gpus:
+            return {}
+        keys = [
+            (experiment, method, target, int(seed))
+            for experiment in self.experiment_names()
+            for method in self.methods(experiment)
+            for target in self.targets(experiment)
+            for seed in self.seeds(experiment)
+        ]
+        return gpus.assign(keys, self.gpus)
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)

@@ -167,6 +167,15 @@ def params_schema() -> dict[str, Any]:
                 "suite": _name("the suite that snakemake and dvc build"),
                 "device": {"enum": ["auto", "cpu", "cuda"], "description": "auto = CUDA when available, else CPU"},
                 "threads_per_cell": {"type": "integer", "minimum": 1, "description": "CPU threads of one training job"},
+                "gpus": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "description": "CUDA devices (as nvidia-smi numbers them) training cells are spread over, "
+                    "round-robin; `snakemake --resources gpu_<index>=K` runs K cells on each at once (one machine; "
+                    "not with a cluster profile)",
+                },
                 "checkpoint_every": {
                     "type": "integer",
                     "minimum": 0,
