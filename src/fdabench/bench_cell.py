@@ -24,11 +24,13 @@ from fdabench.bench import peak_rss_bytes, reset_peak_rss
 from fdabench.config import Params
 from fdabench.federation import cohort as cohort_training
 from fdabench.federation import rounds as round_loop
+from fdabench.federation import sites as local_sites
 from fdabench.federation.client import loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
-from fdabench.federation.rounds import build_cell_model, client_generator, local_settings
+from fdabench.federation.rounds import build_cell_model, local_settings
 from fdabench.federation.settings import TrainSettings
+from fdabench.federation.sites import client_generator
 from fdabench.methods import get_method
 from fdabench.runner import load_problem, resolve_device
 
@@ -81,31 +83,33 @@ class _Timers:
 
 @contextmanager
 def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
-    """The round loop's training, aggregation and evaluation calls, timed (the loop's code is unchanged: the
-    names it calls are wrapped while the bench runs)."""
-    saved = {name: getattr(round_loop, name) for name in ("train_locally", "train_grouped", "evaluate", "fedavg")}
+    """The round loop's training, aggregation and evaluation calls, timed (the code is unchanged: the names the
+    loop and its in-process sites call are wrapped while the bench runs)."""
+    saved = {name: getattr(local_sites, name) for name in ("train_locally", "train_grouped", "evaluate")}
+    fedavg = round_loop.fedavg
     train_cohort = cohort_training.train_cohort
     source_ids = {id(client) for client in sources}
     role = lambda space, start, data, *rest, **kwargs: (
         "source_training" if id(data) in source_ids else "target_training"
     )
-    round_loop.train_locally = timers.wrap(role, saved["train_locally"])
-    round_loop.train_grouped = timers.wrap("source_training", saved["train_grouped"])
-    round_loop.evaluate = timers.wrap("evaluation", saved["evaluate"])
-    round_loop.fedavg = timers.wrap("aggregation", saved["fedavg"])
+    local_sites.train_locally = timers.wrap(role, saved["train_locally"])
+    local_sites.train_grouped = timers.wrap("source_training", saved["train_grouped"])
+    local_sites.evaluate = timers.wrap("evaluation", saved["evaluate"])
+    round_loop.fedavg = timers.wrap("aggregation", fedavg)
+    if hasattr(method, "aggregate"):
+        method.aggregate = timers.wrap("aggregation", method.aggregate)
 
     def counted_cohort(*args: Any, **kwargs: Any) -> Any:
         timers.cohorts += 1
         return train_cohort(*args, **kwargs)
 
     cohort_training.train_cohort = counted_cohort
-    if hasattr(method, "aggregate"):
-        method.aggregate = timers.wrap("aggregation", method.aggregate)
     try:
         yield
     finally:
         for name, function in saved.items():
-            setattr(round_loop, name, function)
+            setattr(local_sites, name, function)
+        round_loop.fedavg = fedavg
         cohort_training.train_cohort = train_cohort
 
 

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from fdabench.federation.client import LocalSettings, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
-from fdabench.federation.rounds import build_cell_model, client_generator, run_rounds
+from fdabench.federation.rounds import build_cell_model, run_rounds
+from fdabench.federation.sites import client_generator
 from fdabench.methods import get_method
 from fdabench.methods.baselines import SourceOnly
 

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from fdabench.federation.client import LocalSettings, evaluate, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
-from fdabench.federation.rounds import build_cell_model, client_generator
+from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.sites import client_generator
 from fdabench.methods.personalised import knn_probabilities
 
 PERSONALISED = ["ditto", "fedrep", "apfl", "knn_per"]

@@ -21,22 +21,17 @@ import torch
 
 from fdabench.aggregation import fedavg
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
-from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
-from fdabench.federation.cohort import train_grouped, use_cohort
+from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules, TargetContext
+from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules
 from fdabench.federation.records import primary_metric, round_record
 from fdabench.federation.settings import TrainSettings
+from fdabench.federation.sites import LocalSites, Sites
 from fdabench.models import build_model
 
 RoundCallback = Callable[[dict[str, Any], int], None]
 COUNT_BYTES = 8  # each client also reports its sample count (int64)
-
-
-def client_generator(seed: int, client_index: int) -> torch.Generator:
-    """The batch-order random stream of one client in one cell (independent of every other client)."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
 
 
 def build_cell_model(
@@ -66,11 +61,13 @@ def run_rounds(
     on_round: RoundCallback | None = None,
     model: torch.nn.Module | None = None,
     checkpoints: Checkpoints | None = None,
+    sites: Sites | None = None,
 ) -> dict[str, Any]:
     """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) is
     trained in place and ends up holding the final global parameters, for methods that continue from
     them (Finetune_Offline, FedDaDiL's encoder). With `checkpoints`, the loop's state is saved every
-    `checkpoints.every` rounds and a run continues from a saved state of the same cell, bit for bit."""
+    `checkpoints.every` rounds and a run continues from a saved state of the same cell, bit for bit.
+    `sites` (default: `LocalSites`, every client in this process) trains and evaluates the clients."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
@@ -79,27 +76,14 @@ def run_rounds(
     loss_fn = loss_function(problem.task)
     metric = primary_metric(problem.task)
 
-    sources = problem.sources if method.sources_train else []
-    if method.target_split == "labelled":
-        target = problem.target_labelled
-    elif method.target_split == "all":
-        target = problem.target_all()
-    else:
-        target = None
-    if not sources and target is None:
-        raise ValueError(f"{method.name}: no client trains")
-    source_counts = torch.tensor([len(s) for s in sources], dtype=torch.float32, device=device)
-    generators = [client_generator(seed, index) for index in range(len(sources) + 1)]
+    if sites is None:
+        sites = LocalSites(method, problem, space, loss_fn, seed, settings.cohort, device, settings.eval_batch_size)
+    source_names, source_counts = sites.source_names, sites.source_counts
     fda_settings = method.fda_settings(settings)
-    warmup_rounds = settings.warmup_rounds if (method.warmup and sources) else 0
+    warmup_rounds = settings.warmup_rounds if (method.warmup and source_names) else 0
     total_rounds = warmup_rounds + settings.rounds
-    source_names = tuple(s.name for s in sources)
     velocity = None  # server momentum buffer
-    source_loss = method.source_batch_loss(loss_fn)
-    proximal = method.local_proximal()
-    # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain local
-    # training allow it
-    cohort = source_loss is None and proximal is None and use_cohort(settings.cohort, device, model, sources)
+    generators = sites.random_streams()
     records: list[dict[str, Any]] = []
     first_round = 0
     saved = checkpoints.load() if checkpoints is not None else None
@@ -119,51 +103,28 @@ def run_rounds(
         )
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
 
-        if sources and (phase == "warmup" or method.sources_train_after_warmup):
-            if cohort:
-                results = train_grouped(
-                    space, global_params, sources, source_local, loss_fn, generators[: len(sources)]
-                )
-            else:
-                results = []
-                for index, data in enumerate(sources):
-                    results.append(
-                        train_locally(
-                            space,
-                            global_params,
-                            data,
-                            source_local,
-                            loss_fn,
-                            generators[index],
-                            batch_loss=source_loss,
-                            proximal=proximal,
-                        )
-                    )
-                    if space.buffers:
-                        buffer_states.append(space.get_buffers())
-            inputs.source_updates = torch.stack([r.update for r in results])
+        if source_names and (phase == "warmup" or method.sources_train_after_warmup):
+            replies = sites.train_sources(global_params, source_local)
+            buffer_states = replies.buffers
+            inputs.source_updates = torch.stack([r.update for r in replies.results])
             inputs.source_counts = source_counts
-            inputs.source_steps = torch.tensor([r.steps for r in results], device=device)
-            downlink += len(sources) * space.update_bytes
-            uplink += len(sources) * (space.update_bytes + COUNT_BYTES)
+            inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
+            downlink += len(source_names) * space.update_bytes
+            uplink += len(source_names) * (space.update_bytes + COUNT_BYTES)
 
-        target_trains = target is not None and phase == "fda"
+        target_trains = sites.has_target and phase == "fda"
         if target_trains:
-            start = method.target_start(inputs)
-            space.set(start)
-            observer, statistics = method.target_observer(TargetContext(inputs, space, target, loss_fn, seed))
-            result = train_locally(
-                space, start, target, target_local, loss_fn, generators[-1], on_step=observer, proximal=proximal
-            )
-            target_buffers = space.get_buffers()
+            reply = sites.train_target(inputs, method.target_start(inputs), target_local)
+            target_buffers = reply.buffers
+            result = reply.result
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
-            inputs.target_statistics = statistics
+            inputs.target_statistics = reply.statistics
             downlink += space.update_bytes
             uplink += space.update_bytes + COUNT_BYTES
-            if method.target_receives_source_updates and sources:
-                downlink += len(sources) * space.update_bytes
+            if method.target_receives_source_updates and source_names:
+                downlink += len(source_names) * space.update_bytes
 
-        if phase == "warmup" or target is None:
+        if phase == "warmup" or not sites.has_target:
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
@@ -179,7 +140,7 @@ def run_rounds(
         if space.buffers:
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, source_counts))
 
-        metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
+        metrics = sites.evaluate()
         record = round_record(round_index, phase, metrics, uplink, downlink, started, **aggregate.log)
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):

@@ -12,7 +12,8 @@ from fdabench.federation.client import LocalSettings, Proximal, evaluate, loss_f
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.records import round_record
-from fdabench.federation.rounds import build_cell_model, client_generator, local_settings, run_rounds
+from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
+from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 

@@ -36,7 +36,8 @@ from fdabench.federation.client import (
 )
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.records import round_record
-from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
+from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
+from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Method
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)

@@ -38,7 +38,8 @@ from fdabench.federation.client import (
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
-from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, client_generator, local_settings
+from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
+from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Method
 
 

@@ -1,0 +1,148 @@
+"""The clients of the FDA round loop, behind one small interface: what the server asks of the sites in a round
+and what comes back (Algorithm 1 of the FedGP paper).
+
+The round loop (`federation.rounds`) holds the global parameters, the method's aggregation rule and the records;
+`Sites` does everything that touches a client's data: the sources' local training, the target's local training
+(with the method's observer, e.g. auto-weighting's estimates from the forwarded source updates) and the
+evaluation on the target's test split. `LocalSites` runs them in this process; `fdabench.flower` sends them as
+messages to sites that each hold only their own data, so both run the same loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
+from fdabench.federation.cohort import train_grouped, use_cohort
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.protocol import RoundInputs, RoundRules, TargetContext
+
+
+def client_generator(seed: int, client_index: int) -> torch.Generator:
+    """The batch-order random stream of one client in one cell (independent of every other client)."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
+
+
+@dataclass
+class SourceRound:
+    """The sources' replies of one round, in source order."""
+
+    results: list[LocalResult]
+    buffers: list[list[Tensor]] = field(default_factory=list)  # per source, where the model has buffers
+
+
+@dataclass
+class TargetRound:
+    """The target's reply: its update, what the method's observer accumulated, its buffers."""
+
+    result: LocalResult
+    statistics: Any = None
+    buffers: list[Tensor] = field(default_factory=list)
+
+
+class Sites(Protocol):
+    """The clients of one cell, as the round loop sees them."""
+
+    source_names: tuple[str, ...]
+    source_counts: Tensor  # (N,) samples per source, float32 on the loop's device
+    has_target: bool
+
+    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound: ...
+
+    def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound: ...
+
+    def evaluate(self) -> dict[str, float]: ...
+
+    def random_streams(self) -> list[torch.Generator]: ...
+
+
+class LocalSites:
+    """Every client in this process, sharing the loop's model (`space`): the sources train one after another, or
+    in cohorts where `cohort` allows; the target trains with the method's observer; the model is evaluated on the
+    target's test split at the parameters the loop last set."""
+
+    def __init__(
+        self,
+        method: RoundRules,
+        problem: FederatedProblem,
+        space: ParameterSpace,
+        loss_fn: Callable[[Tensor, Tensor], Tensor],
+        seed: int,
+        cohort: str,
+        device: torch.device,
+        eval_batch_size: int,
+    ):
+        self.method, self.problem, self.space, self.loss_fn, self.seed = method, problem, space, loss_fn, seed
+        self.eval_batch_size = eval_batch_size
+        self.sources: list[ClientData] = problem.sources if method.sources_train else []
+        if method.target_split == "labelled":
+            self.target: ClientData | None = problem.target_labelled
+        elif method.target_split == "all":
+            self.target = problem.target_all()
+        else:
+            self.target = None
+        if not self.sources and self.target is None:
+            raise ValueError(f"{method.name}: no client trains")
+        self.source_names = tuple(s.name for s in self.sources)
+        self.source_counts = torch.tensor([len(s) for s in self.sources], dtype=torch.float32, device=device)
+        self.has_target = self.target is not None
+        self.generators = [client_generator(seed, index) for index in range(len(self.sources) + 1)]
+        self.source_loss = method.source_batch_loss(loss_fn)
+        self.proximal = method.local_proximal()
+        # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain
+        # local training allow it
+        self.cohort = (
+            self.source_loss is None and self.proximal is None and use_cohort(cohort, device, space.model, self.sources)
+        )
+
+    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
+        count = len(self.sources)
+        if self.cohort:
+            return SourceRound(
+                train_grouped(self.space, start, self.sources, settings, self.loss_fn, self.generators[:count])
+            )
+        replies = SourceRound([])
+        for index, data in enumerate(self.sources):
+            replies.results.append(
+                train_locally(
+                    self.space,
+                    start,
+                    data,
+                    settings,
+                    self.loss_fn,
+                    self.generators[index],
+                    batch_loss=self.source_loss,
+                    proximal=self.proximal,
+                )
+            )
+            if self.space.buffers:
+                replies.buffers.append(self.space.get_buffers())
+        return replies
+
+    def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
+        space = self.space
+        space.set(start)
+        context = TargetContext(inputs, space, self.target, self.loss_fn, self.seed)
+        observer, statistics = self.method.target_observer(context)
+        result = train_locally(
+            space,
+            start,
+            self.target,
+            settings,
+            self.loss_fn,
+            self.generators[-1],
+            on_step=observer,
+            proximal=self.proximal,
+        )
+        return TargetRound(result, statistics, space.get_buffers())
+
+    def evaluate(self) -> dict[str, float]:
+        return evaluate(self.space.model, self.problem.target_test, self.problem.task, self.eval_batch_size)
+
+    def random_streams(self) -> list[torch.Generator]:
+        return self.generators
