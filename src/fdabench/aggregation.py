@@ -25,6 +25,7 @@ SourcesLike = Tensor | Sequence[Tensor] | Sequence[Layered]
 
 __all__ = [
     "AUTO_RULES",
+    "auto_betas",
     "StreamingAutoWeights",
     "auto_weights",
     "delta_error",
@@ -212,7 +213,9 @@ def _cat_layers(layers: Layered) -> Tensor:
 _FLOAT64 = torch.empty(0, dtype=torch.float64)  # source scales are read in float64 (never rounded to float32)
 
 
-def _auto_betas(rule: str, estimates: dict[str, Tensor]) -> Tensor:
+def auto_betas(rule: str, estimates: dict[str, Tensor]) -> Tensor:
+    """β_i = σ² / (σ² + distance_i) from the target's estimates, the distance the rule's Delta error weighs
+    (FedDA d², FedGP τ²d², thresholded FedGP δ'τ²d² + (1 − δ')‖ḡ_T‖²); 0.5 where both are 0."""
     sigma2 = estimates["sigma2"]
     if rule == "fedda":
         distance = estimates["d2"]
@@ -269,7 +272,7 @@ def auto_weights(
         "delta_prime": 1 - (1 - delta) / B,
         "target_mean_norm2": mean @ mean,
     }
-    return _auto_betas(rule, estimates), estimates
+    return auto_betas(rule, estimates), estimates
 
 
 _WELFORD_CHUNK = 1 << 18  # elements of scratch per step of the streaming update (1 MiB in float32)
@@ -355,7 +358,7 @@ class StreamingAutoWeights:
 
     def result(self, rule: str = "fedda") -> tuple[Tensor, dict[str, Tensor]]:
         estimates = self.estimates()
-        return _auto_betas(rule, estimates), estimates
+        return auto_betas(rule, estimates), estimates
 
 
 def delta_error(

@@ -61,13 +61,14 @@ def run_rounds(
     on_round: RoundCallback | None = None,
     model: torch.nn.Module | None = None,
     checkpoints: Checkpoints | None = None,
-    sites: Sites | None = None,
+    sites: Callable[[ParameterSpace], Sites] | None = None,
 ) -> dict[str, Any]:
     """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) is
     trained in place and ends up holding the final global parameters, for methods that continue from
     them (Finetune_Offline, FedDaDiL's encoder). With `checkpoints`, the loop's state is saved every
     `checkpoints.every` rounds and a run continues from a saved state of the same cell, bit for bit.
-    `sites` (default: `LocalSites`, every client in this process) trains and evaluates the clients."""
+    `sites` makes, from the loop's model, what trains and evaluates the clients (default: `LocalSites`, every
+    client in this process; `fdabench.flower` sends the same calls to sites over Flower)."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
@@ -77,13 +78,17 @@ def run_rounds(
     metric = primary_metric(problem.task)
 
     if sites is None:
-        sites = LocalSites(method, problem, space, loss_fn, seed, settings.cohort, device, settings.eval_batch_size)
-    source_names, source_counts = sites.source_names, sites.source_counts
+        clients: Sites = LocalSites(
+            method, problem, space, loss_fn, seed, settings.cohort, device, settings.eval_batch_size
+        )
+    else:
+        clients = sites(space)
+    source_names, source_counts = clients.source_names, clients.source_counts
     fda_settings = method.fda_settings(settings)
     warmup_rounds = settings.warmup_rounds if (method.warmup and source_names) else 0
     total_rounds = warmup_rounds + settings.rounds
     velocity = None  # server momentum buffer
-    generators = sites.random_streams()
+    generators = clients.random_streams()
     records: list[dict[str, Any]] = []
     first_round = 0
     saved = checkpoints.load() if checkpoints is not None else None
@@ -102,29 +107,33 @@ def run_rounds(
             round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names
         )
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
+        round_counts = source_counts  # of the sources that answered (all, in one process)
 
         if source_names and (phase == "warmup" or method.sources_train_after_warmup):
-            replies = sites.train_sources(global_params, source_local)
+            replies = clients.train_sources(global_params, source_local)
             buffer_states = replies.buffers
+            if replies.present is not None:  # a transport that went on without some sources
+                round_counts = source_counts[replies.present]
+                inputs.source_names = tuple(source_names[index] for index in replies.present)
             inputs.source_updates = torch.stack([r.update for r in replies.results])
-            inputs.source_counts = source_counts
+            inputs.source_counts = round_counts
             inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
             downlink += len(source_names) * space.update_bytes
-            uplink += len(source_names) * (space.update_bytes + COUNT_BYTES)
+            uplink += len(replies.results) * (space.update_bytes + COUNT_BYTES)
 
-        target_trains = sites.has_target and phase == "fda"
+        target_trains = clients.has_target and phase == "fda"
         if target_trains:
-            reply = sites.train_target(inputs, method.target_start(inputs), target_local)
+            reply = clients.train_target(inputs, method.target_start(inputs), target_local)
             target_buffers = reply.buffers
             result = reply.result
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = reply.statistics
             downlink += space.update_bytes
             uplink += space.update_bytes + COUNT_BYTES
-            if method.target_receives_source_updates and source_names:
-                downlink += len(source_names) * space.update_bytes
+            if method.target_receives_source_updates and inputs.source_updates is not None:
+                downlink += len(inputs.source_updates) * space.update_bytes
 
-        if phase == "warmup" or not sites.has_target:
+        if phase == "warmup" or not clients.has_target:
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
@@ -138,9 +147,9 @@ def run_rounds(
             global_params = global_params + settings.server_lr * aggregate.delta
         space.set(global_params)
         if space.buffers:
-            space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, source_counts))
+            space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, round_counts))
 
-        metrics = sites.evaluate()
+        metrics = clients.evaluate(global_params, space.get_buffers())
         record = round_record(round_index, phase, metrics, uplink, downlink, started, **aggregate.log)
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):

@@ -30,10 +30,12 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
 
 @dataclass
 class SourceRound:
-    """The sources' replies of one round, in source order."""
+    """The sources' replies of one round, in source order: every source's, or (`present`) the positions of those
+    that answered, where a transport lets a round go on without the others."""
 
     results: list[LocalResult]
     buffers: list[list[Tensor]] = field(default_factory=list)  # per source, where the model has buffers
+    present: list[int] | None = None  # None: every source
 
 
 @dataclass
@@ -46,7 +48,8 @@ class TargetRound:
 
 
 class Sites(Protocol):
-    """The clients of one cell, as the round loop sees them."""
+    """The clients of one cell, as the round loop sees them: train the sources from the global parameters, train the
+    target from its start (with the method's observer), evaluate the global model at the target."""
 
     source_names: tuple[str, ...]
     source_counts: Tensor  # (N,) samples per source, float32 on the loop's device
@@ -56,7 +59,7 @@ class Sites(Protocol):
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound: ...
 
-    def evaluate(self) -> dict[str, float]: ...
+    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]: ...
 
     def random_streams(self) -> list[torch.Generator]: ...
 
@@ -141,7 +144,8 @@ class LocalSites:
         )
         return TargetRound(result, statistics, space.get_buffers())
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
+        """The model on the target's test split; the loop's model (shared) already holds `params` and `buffers`."""
         return evaluate(self.space.model, self.problem.target_test, self.problem.task, self.eval_batch_size)
 
     def random_streams(self) -> list[torch.Generator]:

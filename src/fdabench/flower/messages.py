@@ -1,0 +1,96 @@
+"""The messages between the server and the sites, as Flower records, and the checks on what comes back.
+
+Every message is a Flower `RecordDict`; tensors travel in `ArrayRecord`s (numpy `.npy` bytes: float32 arrives
+bit for bit), settings in `ConfigRecord`s, counts and metrics in `MetricRecord`s. What each message holds:
+
+- `query` (hello), server → every site: config `cell`, the cell's configuration as JSON (~2 KB). Reply: config
+  name, role and the problem's shape; metrics position and samples (< 1 KB).
+- `train`, server → source: arrays `params` θ (4m B) and the model's buffers; config: the local settings, the
+  round and the site's batch stream. Reply: arrays `update` g_i (4m B) and buffers; metrics samples, steps.
+- `train`, server → target: arrays `start` (4m B); for auto-weighting also `source_updates` (4Nm B),
+  `source_counts` and `source_steps`; `global` θ (4m B) only where the start differs from it; config: the local
+  and round settings, the round, the stream, the source names. Reply: arrays `update` g_T (4m B), for
+  auto-weighting `estimates.*` (σ², d², τ²d², δ, ... per source: about 6N float64 values); metrics samples, steps.
+- `evaluate`, server → target: arrays `params` θ (4m B) and buffers. Reply: metrics loss and accuracy (and AUC),
+  or MSE.
+
+fdabench's own count (`bytes_uplink`, `bytes_downlink` in a round's record) is the updates, sample counts and
+estimates Algorithm 1 sends; Flower's count (`ArrayRecord.count_bytes` and friends, recorded per round as
+`flower_bytes_*`) adds the `.npy` headers, keys, settings, the evaluation round trip and the hello."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from torch import Tensor
+
+from fdabench.federation.client import LocalSettings
+
+
+class RejectedReply(ValueError):
+    """A site's reply that the server does not aggregate (wrong shape, non-finite values, missing parts)."""
+
+
+def arrays(**tensors: Tensor | list[Tensor] | None) -> ArrayRecord:
+    """Named tensors (a list of tensors becomes `<name>.<i>`; None is left out) as one ArrayRecord."""
+    flat: dict[str, Tensor] = {}
+    for name, value in tensors.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            flat.update({f"{name}.{index}": item.detach().cpu() for index, item in enumerate(value)})
+        else:
+            flat[name] = value.detach().cpu()
+    return ArrayRecord(flat)
+
+
+def tensors(record: ArrayRecord) -> dict[str, Tensor]:
+    return dict(record.to_torch_state_dict()) if len(record) else {}
+
+
+def listed(values: dict[str, Tensor], name: str) -> list[Tensor]:
+    """The tensors `arrays` stored for a list named `name`, in order."""
+    count = sum(1 for key in values if key.startswith(f"{name}."))
+    return [values[f"{name}.{index}"] for index in range(count)]
+
+
+def local_config(settings: LocalSettings) -> dict[str, Any]:
+    return dataclasses.asdict(settings)
+
+
+def local_settings(config: ConfigRecord) -> LocalSettings:
+    fields = {field.name for field in dataclasses.fields(LocalSettings)}
+    return LocalSettings(**{key: config[key] for key in fields})
+
+
+def content_bytes(content: RecordDict) -> int:
+    """What Flower puts on the wire for a message's content (records' own byte counts)."""
+    total = 0
+    for record in content.values():
+        total += record.count_bytes()
+    return total
+
+
+def cell_config(cell: dict[str, Any]) -> ConfigRecord:
+    return ConfigRecord({"cell": json.dumps(cell, sort_keys=True)})
+
+
+def check_update(update: Tensor, size: int, site: str, round_index: int) -> Tensor:
+    """A site's update as the server aggregates it: a finite float32 vector of the model's size."""
+    where = f"round {round_index + 1}: {site}"
+    if tuple(update.shape) != (size,):
+        raise RejectedReply(f"{where} sent an update of shape {tuple(update.shape)}; the model has {size} parameters")
+    if update.dtype != torch.float32:
+        raise RejectedReply(f"{where} sent a {update.dtype} update; expected torch.float32")
+    bad = int((~torch.isfinite(update)).sum())
+    if bad:
+        raise RejectedReply(f"{where} sent an update with {bad} non-finite values (NaN or infinite)")
+    return update
+
+
+def metrics_record(values: dict[str, Any]) -> MetricRecord:
+    return MetricRecord({key: float(value) for key, value in values.items() if value is not None})

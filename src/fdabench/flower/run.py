@@ -1,0 +1,92 @@
+"""Running a cell through Flower: write its site files, then run it on Flower's simulation engine (one machine,
+this process plus Ray workers) or on its deployment engine (a SuperLink and one SuperNode per site, each reading
+only its own file; `fdabench.flower.deploy`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdabench.bench_cell import cell_inputs
+from fdabench.config import Params
+from fdabench.flower.sitedata import export_sites, read_manifest
+from fdabench.io import read_json, write_json_atomic
+from fdabench.runner import load_problem
+
+CELL_FILE = "cell.json"
+
+
+def export_cell(
+    params: Params, experiment: str, method: str, target: str | None, seed: int | None, folder: str | os.PathLike
+) -> dict[str, Any]:
+    """The cell's configuration (`cell.json`) and one file per site (`sitedata.export_sites`) in `folder`."""
+    target = target if target is not None else params.targets(experiment)[0]
+    seed = seed if seed is not None else params.seeds(experiment)[0]
+    for what, value, allowed in (
+        ("experiment", experiment, params.experiment_names()),
+        ("method", method, params.methods(experiment) if experiment in params.experiment_names() else []),
+    ):
+        if value not in allowed:
+            raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
+    cell = params.cell(experiment, method, target, seed)
+    prepared, partition = cell_inputs(params, experiment, target, seed)
+    problem, _ = load_problem(cell.config, prepared, partition, torch.device("cpu"))
+    folder = Path(folder)
+    manifest = export_sites(problem, folder)
+    write_json_atomic(folder / CELL_FILE, cell.config)
+    return manifest
+
+
+def site_files(folder: str | os.PathLike) -> list[str]:
+    """The site files of an exported cell, by partition id (sources in order, then the target)."""
+    folder = Path(folder).resolve()
+    return [str(folder / site["file"]) for site in read_manifest(folder)["sites"]]
+
+
+def run_options(
+    folder: str | os.PathLike, result: str | os.PathLike, dropout: str, timeout: float, wait_seconds: float
+) -> dict[str, Any]:
+    """The apps' configuration for an exported cell (`fdabench.flower.apps`)."""
+    folder = Path(folder).resolve()
+    return {
+        "cell-file": str(folder / CELL_FILE),
+        "result-file": str(Path(result).resolve()),
+        "sites": len(read_manifest(folder)["sites"]),
+        "site-files": json.dumps(site_files(folder)),
+        "dropout": dropout,
+        "timeout": float(timeout),
+        "wait-seconds": float(wait_seconds),
+    }
+
+
+def simulate(
+    folder: str | os.PathLike,
+    result: str | os.PathLike,
+    dropout: str = "fail",
+    timeout: float = 600.0,
+    wait_seconds: float = 600.0,
+    client_app=None,
+) -> dict[str, Any]:
+    """Run the exported cell on Flower's simulation engine: one virtual SuperNode per site. `client_app` replaces
+    the sites' app (tests inject faults with it). The history, as written to `result`."""
+    from flwr.simulation import run_simulation
+
+    from fdabench.flower.apps import make_client_app, make_server_app
+
+    options = run_options(folder, result, dropout, timeout, wait_seconds)
+    Path(options["result-file"]).unlink(missing_ok=True)
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+    run_simulation(
+        server_app=make_server_app(options),
+        client_app=client_app or make_client_app(options),
+        num_supernodes=options["sites"],
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+    )
+    if not Path(options["result-file"]).exists():
+        raise RuntimeError("the Flower simulation ended without a result; its log above says why")
+    return read_json(options["result-file"])

@@ -1,0 +1,134 @@
+"""What one site does when the server asks (fdabench's local training, Flower-free): a source trains from the
+global parameters and returns its update; the target trains from its start with the method's observer (e.g.
+auto-weighting's estimates from the forwarded source updates) and returns its update and the estimates; the target
+evaluates the global model on its test split.
+
+A site holds only its own file (`sitedata`), the cell's configuration and two random streams: its batch order
+(`client_generator` at the position the in-process loop gives it) and, at the target, the noise generator its
+splits redraw feature noise from. Both streams are saved after every call (`streams`) and restored before the
+next, so a site that runs each call in a fresh process (Flower's deployment engine) draws what the in-process loop
+draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function, train_locally
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.problem import ClientData, concatenate
+from fdabench.federation.protocol import RoundInputs, TargetContext
+from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.settings import TrainSettings
+from fdabench.federation.sites import client_generator
+from fdabench.flower.sitedata import SiteData, problem_shape
+from fdabench.methods import get_method
+
+
+@dataclass
+class TargetReply:
+    result: LocalResult
+    estimates: dict[str, Tensor]  # auto-weighting: σ², d², τ²d², ... per source from the forwarded updates
+    buffers: list[Tensor]
+
+
+class Site:
+    """One site of one cell, on the CPU."""
+
+    def __init__(self, cell: dict[str, Any], data: SiteData):
+        self.cell = cell
+        self.method = get_method(cell["algorithm"], cell["hparams"])
+        self.settings = TrainSettings.from_dict(cell["train"])
+        self.data = data
+        self.problem = problem_shape(data.shape)
+        device = torch.device("cpu")
+        model = self.method.prepare_model(
+            build_cell_model(self.problem, self.settings, cell["seed"], device), self.problem
+        )
+        self.space = ParameterSpace(model)
+        self.loss_fn = loss_function(self.problem.task)
+        self.batches = torch.Generator()
+
+    # -- random streams, saved between calls ---------------------------------------------------------
+    def start_stream(self, stream: int) -> None:
+        """The batch order the in-process loop gives the client at position `stream` (a run's first call)."""
+        self.batches = client_generator(self.cell["seed"], stream)
+
+    def streams(self) -> dict[str, bytes]:
+        saved = {"batches": self.batches.get_state().numpy().tobytes()}
+        if self.data.noise_generator is not None:
+            saved["noise"] = self.data.noise_generator.get_state().numpy().tobytes()
+        return saved
+
+    def restore_streams(self, saved: dict[str, bytes]) -> None:
+        if "batches" in saved:
+            self.batches.set_state(_state(saved["batches"]))
+        if "noise" in saved and self.data.noise_generator is not None:
+            self.data.noise_generator.set_state(_state(saved["noise"]))
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def train_source(
+        self, start: Tensor, settings: LocalSettings, buffers: list[Tensor]
+    ) -> tuple[LocalResult, list[Tensor]]:
+        if self.data.role != "source":
+            raise ValueError("this site is the target; it does not train as a source")
+        self._set_buffers(buffers)
+        result = train_locally(
+            self.space,
+            start,
+            self.data.data,
+            settings,
+            self.loss_fn,
+            self.batches,
+            batch_loss=self.method.source_batch_loss(self.loss_fn),
+            proximal=self.method.local_proximal(),
+        )
+        return result, self.space.get_buffers()
+
+    def train_target(
+        self, inputs: RoundInputs, start: Tensor, settings: LocalSettings, buffers: list[Tensor]
+    ) -> TargetReply:
+        if self.data.role != "target":
+            raise ValueError("this site is a source; only the target trains in an FDA round's target step")
+        data = self.training_data()
+        self._set_buffers(buffers)
+        self.space.set(start)
+        observer, statistics = self.method.target_observer(
+            TargetContext(inputs, self.space, data, self.loss_fn, self.cell["seed"])
+        )
+        result = train_locally(
+            self.space,
+            start,
+            data,
+            settings,
+            self.loss_fn,
+            self.batches,
+            on_step=observer,
+            proximal=self.method.local_proximal(),
+        )
+        estimates = {} if statistics is None else statistics.estimates()
+        return TargetReply(result, estimates, self.space.get_buffers())
+
+    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
+        if self.data.role != "target":
+            raise ValueError("this site is a source; the model is evaluated at the target")
+        self.space.set(params)
+        self._set_buffers(buffers)
+        return evaluate(self.space.model, self.data.test, self.problem.task, self.settings.eval_batch_size)
+
+    def training_data(self) -> ClientData:
+        """What the target trains on: its labelled split, or labelled and unlabelled with labels (the oracle)."""
+        if self.method.target_split == "all":
+            return concatenate("target_all", [self.data.labelled, self.data.unlabelled])
+        return self.data.labelled
+
+    def _set_buffers(self, buffers: list[Tensor]) -> None:
+        if self.space.buffers:
+            self.space.set_buffers(buffers)
+
+
+def _state(raw: bytes) -> Tensor:
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
