@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
+
+from fdabench import paths
+from fdabench.config import load_params
+from workflows import TINY_PARAMS, workflow_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,3 +63,27 @@ def digits_problem(colored_digits):
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def tiny_inputs(tmp_path_factory, repo_root):
+    """The tiny suite's prepared data and partitions, built by the workflow in a fresh directory (its root, params)."""
+    root = tmp_path_factory.mktemp("bench_cell")
+    shutil.copy(repo_root / "Snakefile", root / "Snakefile")
+    shutil.copytree(repo_root / "workflow", root / "workflow")
+    (root / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "device": "cpu"}))
+    params = load_params(root / "params.yaml")
+    partitions = [
+        paths.fill(paths.PARTITION, data="data", suite="tiny", experiment="colored_digits", target="-90", seed=seed)
+        for seed in (0, 1)
+    ]
+    result = subprocess.run(
+        ["snakemake", "--cores", "1", *partitions],
+        cwd=root,
+        env=workflow_environment(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, params

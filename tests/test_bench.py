@@ -1,18 +1,13 @@
 """The benchmark script runs and reports what it promises (timings themselves are not asserted)."""
 
-import shutil
-import subprocess
 from statistics import median
 
 import pytest
 import torch
-import yaml
 
-from fdabench import bench, paths
+from fdabench import bench
 from fdabench.bench_cell import MissingCellInputs, bench_cell, cell_inputs, compare_cohort
-from fdabench.config import load_params
 from fdabench.runner import load_problem
-from workflows import TINY_PARAMS, workflow_environment
 
 
 def test_resnet18_layer_sizes_scale():
@@ -56,30 +51,6 @@ def test_live_tensor_peak_counts_what_is_alive_at_once():
         third = torch.ones(100)
         del third
     assert tracker.peak == 3000 and tracker.live == 0
-
-
-@pytest.fixture(scope="module")
-def tiny_inputs(tmp_path_factory, repo_root):
-    """The tiny suite's prepared data and partitions, built by the workflow in a fresh directory."""
-    root = tmp_path_factory.mktemp("bench_cell")
-    shutil.copy(repo_root / "Snakefile", root / "Snakefile")
-    shutil.copytree(repo_root / "workflow", root / "workflow")
-    (root / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "device": "cpu"}))
-    params = load_params(root / "params.yaml")
-    partitions = [
-        paths.fill(paths.PARTITION, data="data", suite="tiny", experiment="colored_digits", target="-90", seed=seed)
-        for seed in (0, 1)
-    ]
-    result = subprocess.run(
-        ["snakemake", "--cores", "1", *partitions],
-        cwd=root,
-        env=workflow_environment(root),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return root, params
 
 
 def test_bench_cell_times_rounds_parts_and_the_centralised_reference(tiny_inputs, monkeypatch):

@@ -10,6 +10,7 @@ Configuration (Flower's run config, `flwr run --run-config`, or the defaults giv
 - `sites`: how many sites the server waits for (sources + target);
 - `dropout`: `fail` | `wait` | `skip` (`fdabench.flower.transport`), `timeout` (s per message round trip),
   `wait-seconds`, `startup-seconds` (how long to wait for the sites to connect);
+- `threads`: torch threads of the server and of each site (results are bit-identical for a given count);
 - `site-files`: JSON list of site files by partition id, for engines that number nodes (simulation). A SuperNode
   started with `--node-config "site-data='<file>'"` reads that file instead: each site holds only its own."""
 
@@ -36,7 +37,13 @@ from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo
 from fdabench.io import read_json, write_json_atomic
 from fdabench.methods import get_method
 
-DEFAULTS: dict[str, Any] = {"dropout": "fail", "timeout": 600.0, "wait-seconds": 600.0, "startup-seconds": 120.0}
+DEFAULTS: dict[str, Any] = {
+    "dropout": "fail",
+    "timeout": 600.0,
+    "wait-seconds": 600.0,
+    "startup-seconds": 120.0,
+    "threads": 1,
+}
 STATE = "fdabench"  # the site's record in its node state: the cell and its random streams
 #: sites built in this process, by (run, node): the simulation engine keeps a ClientApp process between messages
 _SITES: dict[tuple[int, int], Site] = {}
@@ -61,7 +68,8 @@ def site_file(context: Context, defaults: dict[str, Any]) -> str:
     return files[int(context.node_config["partition-id"])]
 
 
-def _site(context: Context, defaults: dict[str, Any]) -> Site:
+def site_for(context: Context, defaults: dict[str, Any]) -> Site:
+    torch.set_num_threads(int(_setting(context, defaults, "threads")))
     key = (context.run_id, context.node_id)
     if key not in _SITES:
         if STATE not in context.state.config_records:
@@ -71,11 +79,12 @@ def _site(context: Context, defaults: dict[str, Any]) -> Site:
     return _SITES[key]
 
 
-def _restore_streams(site: Site, context: Context, stream: int) -> None:
+def _restore_streams(site: Site, context: Context, stream: int | None = None) -> None:
+    """The site's random streams as its last call left them; the batch stream starts at `stream` on the first
+    training request."""
     state = context.state.config_records[STATE]
-    if "batches" in state:
-        site.restore_streams({name: bytes(state[name]) for name in ("batches", "noise") if name in state})
-    else:
+    site.restore_streams({name: bytes(state[name]) for name in ("batches", "noise") if name in state})
+    if site.batches is None and stream is not None:
         site.start_stream(stream)
 
 
@@ -89,7 +98,7 @@ def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -
     cell = str(message.content.config_records["config"]["cell"])
     context.state[STATE] = ConfigRecord({"cell": cell})
     _SITES.pop((context.run_id, context.node_id), None)
-    data = _site(context, defaults).data
+    data = site_for(context, defaults).data
     identity = ConfigRecord({"name": data.name, "role": data.role, "shape": json.dumps(data.shape)})
     return Message(
         RecordDict({"config": identity, "metrics": MetricRecord({"index": data.index, "samples": data.samples})}),
@@ -98,7 +107,7 @@ def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -
 
 
 def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -> Message:
-    site = _site(context, defaults)
+    site = site_for(context, defaults)
     config = message.content.config_records["config"]
     _restore_streams(site, context, int(config["stream"]))
     values = messages.tensors(message.content.array_records["arrays"])
@@ -129,7 +138,8 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
 
 
 def handle_evaluate(message: Message, context: Context, defaults: dict[str, Any]) -> Message:
-    site = _site(context, defaults)
+    site = site_for(context, defaults)
+    _restore_streams(site, context)
     values = messages.tensors(message.content.array_records["arrays"])
     metrics = site.evaluate(values["params"], messages.listed(values, "buffers"))
     _save_streams(site, context)  # the test split may redraw its feature noise
@@ -238,6 +248,7 @@ def make_server_app(defaults: dict[str, Any] | None = None) -> ServerApp:
     def main(grid: Grid, context: Context) -> None:
         options = {key: _setting(context, defaults, key) for key in (*DEFAULTS, "sites", "cell-file", "result-file")}
         cell = read_json(options["cell-file"])
+        torch.set_num_threads(int(options["threads"]))
         started = time.perf_counter()
         history = run_cell(grid, cell, options)
         history["flower_seconds"] = time.perf_counter() - started

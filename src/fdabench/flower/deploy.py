@@ -85,9 +85,8 @@ def _wait_until_healthy(port: int, seconds: float, process: subprocess.Popen, lo
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the SuperLink exited with {process.returncode}; its log: {log}")
-        with suppress(OSError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return
+        with suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+            return
         time.sleep(0.2)
     raise TimeoutError(f"the SuperLink did not answer within {seconds:g} s; its log: {log}")
 
@@ -127,7 +126,7 @@ class LocalDeployment:
             ],
         )
         _wait_until_healthy(self.link_port, startup_seconds, link, self.work / "superlink.log")
-        for index, file in enumerate(site_files(self.folder)):
+        for file in site_files(self.folder):
             site = Path(file).stem
             self._start(
                 f"supernode-{site}",
@@ -221,11 +220,12 @@ def deploy_locally(
     dropout: str = "fail",
     timeout: float = 600.0,
     wait_seconds: float = 600.0,
+    threads: int = 1,
     seconds: float = 3600.0,
     work: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Run the exported cell on Flower's deployment engine on this machine; the history, as written to `result`."""
-    options = run_options(folder, result, dropout, timeout, wait_seconds)
+    options = run_options(folder, result, dropout, timeout, wait_seconds, threads)
     options.pop("site-files")  # each SuperNode reads its own file (its node config)
     Path(options["result-file"]).unlink(missing_ok=True)
     with local_deployment(folder, work) as deployment:

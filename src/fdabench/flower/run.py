@@ -48,7 +48,12 @@ def site_files(folder: str | os.PathLike) -> list[str]:
 
 
 def run_options(
-    folder: str | os.PathLike, result: str | os.PathLike, dropout: str, timeout: float, wait_seconds: float
+    folder: str | os.PathLike,
+    result: str | os.PathLike,
+    dropout: str = "fail",
+    timeout: float = 600.0,
+    wait_seconds: float = 600.0,
+    threads: int = 1,
 ) -> dict[str, Any]:
     """The apps' configuration for an exported cell (`fdabench.flower.apps`)."""
     folder = Path(folder).resolve()
@@ -60,6 +65,7 @@ def run_options(
         "dropout": dropout,
         "timeout": float(timeout),
         "wait-seconds": float(wait_seconds),
+        "threads": int(threads),
     }
 
 
@@ -69,21 +75,23 @@ def simulate(
     dropout: str = "fail",
     timeout: float = 600.0,
     wait_seconds: float = 600.0,
-    client_app=None,
+    threads: int = 1,
+    faults: list | None = None,
 ) -> dict[str, Any]:
-    """Run the exported cell on Flower's simulation engine: one virtual SuperNode per site. `client_app` replaces
-    the sites' app (tests inject faults with it). The history, as written to `result`."""
+    """Run the exported cell on Flower's simulation engine: one virtual SuperNode per site, with planned `faults`
+    (`fdabench.flower.faults`) if any. The history, as written to `result`."""
     from flwr.simulation import run_simulation
 
     from fdabench.flower.apps import make_client_app, make_server_app
+    from fdabench.flower.faults import make_faulty_client_app
 
-    options = run_options(folder, result, dropout, timeout, wait_seconds)
+    options = run_options(folder, result, dropout, timeout, wait_seconds, threads)
     Path(options["result-file"]).unlink(missing_ok=True)
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
     run_simulation(
         server_app=make_server_app(options),
-        client_app=client_app or make_client_app(options),
+        client_app=make_faulty_client_app(faults, options) if faults else make_client_app(options),
         num_supernodes=options["sites"],
         backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
     )

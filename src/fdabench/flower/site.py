@@ -50,7 +50,7 @@ class Site:
         )
         self.space = ParameterSpace(model)
         self.loss_fn = loss_function(self.problem.task)
-        self.batches = torch.Generator()
+        self.batches: torch.Generator | None = None  # started by the first training request
 
     # -- random streams, saved between calls ---------------------------------------------------------
     def start_stream(self, stream: int) -> None:
@@ -58,13 +58,14 @@ class Site:
         self.batches = client_generator(self.cell["seed"], stream)
 
     def streams(self) -> dict[str, bytes]:
-        saved = {"batches": self.batches.get_state().numpy().tobytes()}
+        saved = {} if self.batches is None else {"batches": self.batches.get_state().numpy().tobytes()}
         if self.data.noise_generator is not None:
             saved["noise"] = self.data.noise_generator.get_state().numpy().tobytes()
         return saved
 
     def restore_streams(self, saved: dict[str, bytes]) -> None:
         if "batches" in saved:
+            self.batches = torch.Generator()
             self.batches.set_state(_state(saved["batches"]))
         if "noise" in saved and self.data.noise_generator is not None:
             self.data.noise_generator.set_state(_state(saved["noise"]))

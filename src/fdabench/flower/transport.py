@@ -17,6 +17,7 @@ Every drop and rejection is logged in the round's record (`flower_events`)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,19 @@ from fdabench.flower import messages
 from fdabench.flower.messages import RejectedReply
 
 POLICIES = ("fail", "wait", "skip")
+
+
+def error_reason(reason: str) -> str:
+    """A site's error in one line: the exception's own message, where Flower wraps it (the deployment engine as
+    `<class 'E'>:<'message'>`, the simulation engine in Ray's traceback)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", reason)
+    wrapped = re.fullmatch(r"\s*<class '([^']+)'>:<'(.*)'>\s*", text, flags=re.DOTALL)
+    if wrapped:
+        return f"{wrapped.group(1).rsplit('.', 1)[-1]}: {wrapped.group(2).strip()}"
+    if "Message: " in text:
+        text = text.rsplit("Message: ", 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else text).rstrip("'>").strip()
 
 
 class SiteFailure(RuntimeError):
@@ -258,7 +272,7 @@ class FlowerSites:
             if site is None:
                 continue
             if reply.has_error():
-                failures[site.name] = f"error reply (code {reply.error.code}): {reply.error.reason}"
+                failures[site.name] = f"error reply (code {reply.error.code}): {error_reason(reply.error.reason)}"
                 continue
             self.round_bytes["uplink"] += messages.content_bytes(reply.content)
             try:

@@ -1,0 +1,265 @@
+"""A cell through Flower equals the in-process round loop: the same per-round updates, metrics, β and byte counts,
+on Flower's simulation engine and on a real deployment on this machine (a SuperLink and one SuperNode process per
+site, each reading only its own file). Sites that drop out follow the dropout policy; bad updates are rejected."""
+
+import json
+import re
+
+import pytest
+import torch
+
+flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
+
+from fdabench.bench_cell import cell_inputs  # noqa: E402
+from fdabench.federation.problem import ClientData  # noqa: E402
+from fdabench.federation.settings import TrainSettings  # noqa: E402
+from fdabench.flower import deploy, run, transport  # noqa: E402
+from fdabench.flower.faults import Fault  # noqa: E402
+from fdabench.flower.messages import RejectedReply, check_update  # noqa: E402
+from fdabench.flower.sitedata import load_site, read_manifest  # noqa: E402
+from fdabench.flower.transport import SiteFailure  # noqa: E402
+from fdabench.methods import get_method  # noqa: E402
+from fdabench.runner import load_problem  # noqa: E402
+
+EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
+TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
+
+
+def _problem(params, method):
+    cell = params.cell(EXPERIMENT, method, TARGET, SEED)
+    problem, _ = load_problem(cell.config, *cell_inputs(params, EXPERIMENT, TARGET, SEED), torch.device("cpu"))
+    return cell, problem
+
+
+def _in_process(params, method):
+    """The cell's rounds in this process (one thread, as the Flower runs), and every update the server received."""
+    torch.set_num_threads(1)
+    cell, problem = _problem(params, method)
+    received = []
+    from fdabench.federation import rounds
+
+    class Recorded(rounds.LocalSites):
+        def train_sources(self, start, settings):
+            replies = super().train_sources(start, settings)
+            received.append([r.update.clone() for r in replies.results])
+            return replies
+
+        def train_target(self, inputs, start, settings):
+            reply = super().train_target(inputs, start, settings)
+            received.append([reply.result.update.clone()])
+            return reply
+
+    settings = TrainSettings.from_dict(cell.config["train"])
+
+    def make(space):
+        return Recorded(
+            method_object,
+            problem,
+            space,
+            rounds.loss_function(problem.task),
+            SEED,
+            "off",
+            torch.device("cpu"),
+            settings.eval_batch_size,
+        )
+
+    method_object = get_method(cell.config["algorithm"], cell.config["hparams"])
+    history = rounds.run_rounds(method_object, problem, settings, SEED, torch.device("cpu"), sites=make)
+    return history, received
+
+
+def _without_timings(history):
+    return [{key: value for key, value in record.items() if key not in TIMINGS} for record in history["rounds"]]
+
+
+def _assert_same_rounds(history, expected):
+    """The same records, round by round, but for timings and Flower's own entries; numbers to float tolerance."""
+    ours, theirs = _without_timings(history), _without_timings(expected)
+    assert [sorted(record) for record in ours] == [sorted(record) for record in theirs]
+    for mine, reference in zip(ours, theirs, strict=True):
+        for key, value in reference.items():
+            if isinstance(value, float | list):
+                assert mine[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (mine["round"], key)
+            else:
+                assert mine[key] == value, (mine["round"], key)
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_inputs, tmp_path_factory):
+    """The tiny suite's fedgp and fedgp_auto cells as site files (fedgp_auto added to the suite for this test)."""
+    root, params = tiny_inputs
+    folders = {}
+    import os
+
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        for method in ("fedgp", "fedgp_auto"):
+            folder = tmp_path_factory.mktemp(method)
+            run.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
+            folders[method] = folder
+    finally:
+        os.chdir(here)
+    return root, _with_auto(params), folders
+
+
+def _with_auto(params):
+    from fdabench.config import validate_params
+
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["methods"] = ["source_only", "fedgp", "fedgp_auto"]
+    raw["suites"]["tiny"]["train"]["target_batch_size"] = 4  # several target steps: auto-weighting's estimates
+    return validate_params(raw)
+
+
+def test_site_files_hold_each_site_and_nothing_else(exported, monkeypatch):
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    _, problem = _problem(params, "fedgp")
+    manifest = read_manifest(folders["fedgp"])
+    assert [site["name"] for site in manifest["sites"]] == [s.name for s in problem.sources] + ["target"]
+    for site, source in zip(manifest["sites"], problem.sources):
+        data = load_site(folders["fedgp"] / site["file"])
+        assert (data.role, data.index, data.samples) == ("source", site["index"], len(source))
+        assert torch.equal(data.data.x, source.x) and torch.equal(data.data.y, source.y)
+    target = load_site(folders["fedgp"] / "target.pt")
+    for split in ("labelled", "unlabelled", "test"):
+        mine, theirs = getattr(target, split), getattr(problem, f"target_{split}")
+        assert isinstance(mine, ClientData) and torch.equal(mine.x, theirs.x) and torch.equal(mine.y, theirs.y)
+        assert mine.noise_std == theirs.noise_std
+    # a source's file has only its own samples
+    first = torch.load(folders["fedgp"] / manifest["sites"][0]["file"], weights_only=True)
+    assert first["x"].shape[0] == len(problem.sources[0]) and "labelled.x" not in first
+
+
+def test_error_replies_read_as_one_line():
+    assert transport.error_reason("<class 'RuntimeError'>:<'disk full'>") == "RuntimeError: disk full"
+    ray = (
+        "\x1b[36mray::ClientAppActor.run()\x1b[39m\n  File x\nException ClientAppException occurred. Message: s1 left'>"
+    )
+    assert transport.error_reason(ray) == "s1 left"
+    assert transport.error_reason("plain") == "plain"
+
+
+def test_updates_of_the_wrong_shape_or_with_non_finite_values_are_rejected():
+    good = torch.zeros(5)
+    assert check_update(good, 5, "s1", 0) is good
+    with pytest.raises(RejectedReply, match=r"round 3: s1 sent an update of shape \(4,\); the model has 5 parameters"):
+        check_update(torch.zeros(4), 5, "s1", 2)
+    with pytest.raises(RejectedReply, match="round 1: s2 sent an update with 2 non-finite values"):
+        check_update(torch.tensor([0.0, float("nan"), float("inf"), 1.0, 2.0]), 5, "s2", 0)
+    with pytest.raises(RejectedReply, match="torch.float64 update"):
+        check_update(torch.zeros(5, dtype=torch.float64), 5, "s2", 0)
+    assert Fault.parse("s1:2:drop:3") == Fault("s1", 2, "drop", 3)
+    for bad in ("s1:0:drop", "s1:2:explode", "s1:2", "s1:2:nan:0"):
+        with pytest.raises(ValueError, match="SITE:ROUND:KIND"):
+            Fault.parse(bad)
+
+
+def _received_updates(monkeypatch):
+    """Every update the Flower server accepts, in order (the ServerApp runs in this process in simulation)."""
+    received = []
+    source_reply, target_reply = transport.FlowerSites._source_reply, transport.FlowerSites._target_reply
+
+    def record_source(self, site, content):
+        result = source_reply(self, site, content)
+        if site.role == "source":
+            if not received or received[-1][0] != ("source", self.round_index):
+                received.append([("source", self.round_index)])
+            received[-1].append(result[0].update.clone())
+        return result
+
+    def record_target(self, site, content):
+        result = target_reply(self, site, content)
+        received.append([("target", self.round_index), result[0].update.clone()])
+        return result
+
+    monkeypatch.setattr(transport.FlowerSites, "_source_reply", record_source)
+    monkeypatch.setattr(transport.FlowerSites, "_target_reply", record_target)
+    return received
+
+
+@pytest.mark.parametrize("method", ["fedgp", "fedgp_auto"])
+def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tmp_path):
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    expected, expected_updates = _in_process(params, method)
+    received = _received_updates(monkeypatch)
+    history = run.simulate(folders[method], tmp_path / "result.json", timeout=120)
+    _assert_same_rounds(history, expected)  # metrics, β, fdabench's bytes
+    updates = [batch[1:] for batch in received]
+    assert len(updates) == len(expected_updates)
+    for theirs, ours in zip(updates, expected_updates, strict=True):
+        for a, b in zip(theirs, ours, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    for record in history["rounds"]:  # Flower's own count: fdabench's messages plus headers, settings, evaluation
+        assert record["flower_bytes_uplink"] > record["bytes_uplink"] > 0
+        assert record["flower_bytes_downlink"] > record["bytes_downlink"] > 0
+        assert record["flower_events"] == []
+
+
+def test_dropout_policies(exported, monkeypatch, tmp_path):
+    """A source that drops out in round 2: fail stops the run naming it; wait asks again and ends as if nothing
+    happened; skip leaves it out of that round. A missing target fails even under skip."""
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    folder = folders["fedgp_auto"]
+    source = read_manifest(folder)["sites"][0]["name"]
+    clean = run.simulate(folder, tmp_path / "clean.json", timeout=120)
+
+    with pytest.raises(
+        SiteFailure, match=rf"round 2 \(dropout policy fail\): {re.escape(source)}: error reply .*planned"
+    ):
+        run.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 2, "drop")])
+
+    waited = run.simulate(
+        folder, tmp_path / "wait.json", "wait", timeout=120, wait_seconds=60, faults=[Fault(source, 2, "drop", 2)]
+    )
+    assert _without_timings(waited) == _without_timings(clean)
+    assert [event["site"] for event in waited["rounds"][1]["flower_events"]] == [source, source]
+
+    skipped = run.simulate(folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 2, "drop")])
+    dropped = skipped["rounds"][1]
+    assert [event["site"] for event in dropped["flower_events"]] == [source]
+    assert len(dropped["betas"]) == len(clean["rounds"][1]["betas"]) - 1
+    assert dropped["bytes_uplink"] < clean["rounds"][1]["bytes_uplink"]
+    assert _without_timings(skipped)[0] == _without_timings(clean)[0]  # the rounds before are untouched
+
+    with pytest.raises(SiteFailure, match="round 2 .*target: error reply"):
+        run.simulate(folder, tmp_path / "target.json", "skip", timeout=120, faults=[Fault("target", 2, "drop")])
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"), [("nan", "update with 1 non-finite values"), ("shape", "update of shape")]
+)
+def test_bad_updates_stop_the_run_with_a_clear_message(exported, monkeypatch, tmp_path, kind, message):
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    source = read_manifest(folders["fedgp"])["sites"][1]["name"]
+    site = re.escape(source)
+    with pytest.raises(SiteFailure, match=rf"round 3 .*{site}: rejected: round 3: {site} sent an {message}"):
+        run.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=120, faults=[Fault(source, 3, kind)])
+
+
+def test_local_deployment_equals_the_in_process_loop(exported, monkeypatch, tmp_path):
+    """Separate processes: a SuperLink, a SuperNode per site (each told only its own file), `flwr run`."""
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    short = _shorter(params)
+    folder = tmp_path / "cell"
+    run.export_cell(short, EXPERIMENT, "fedgp_auto", TARGET, SEED, folder)
+    expected, _ = _in_process(short, "fedgp_auto")
+    history = deploy.deploy_locally(folder, tmp_path / "result.json", timeout=120, seconds=600, work=tmp_path / "logs")
+    _assert_same_rounds(history, expected)
+    traffic = history["flower_network_traffic"]  # what the SuperLink counted on the wire
+    assert traffic["total-bytes"] >= sum(r["bytes_uplink"] + r["bytes_downlink"] for r in history["rounds"])
+    logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("supernode-*.log")}
+    assert len(logs) == len(read_manifest(folder)["sites"])  # one process per site
+
+
+def _shorter(params):
+    from fdabench.config import validate_params
+
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["train"]["rounds"] = 1  # one warm-up and one FDA round: each costs seconds of polling
+    return validate_params(raw)
