@@ -157,7 +157,8 @@ def test_updates_of_the_wrong_shape_or_with_non_finite_values_are_rejected():
 
 
 def _received_updates(monkeypatch):
-    """Every update the Flower server accepts, in order (the ServerApp runs in this process in simulation)."""
+    """Every update the Flower server accepts, per call, in source order (the ServerApp runs in this process in
+    simulation; replies arrive in any order)."""
     received = []
     source_reply, target_reply = transport.FlowerSites._source_reply, transport.FlowerSites._target_reply
 
@@ -165,13 +166,13 @@ def _received_updates(monkeypatch):
         result = source_reply(self, site, content)
         if site.role == "source":
             if not received or received[-1][0] != ("source", self.round_index):
-                received.append([("source", self.round_index)])
-            received[-1].append(result[0].update.clone())
+                received.append([("source", self.round_index), {}])
+            received[-1][1][site.index] = result[0].update.clone()
         return result
 
     def record_target(self, site, content):
         result = target_reply(self, site, content)
-        received.append([("target", self.round_index), result[0].update.clone()])
+        received.append([("target", self.round_index), {site.index: result[0].update.clone()}])
         return result
 
     monkeypatch.setattr(transport.FlowerSites, "_source_reply", record_source)
@@ -187,7 +188,7 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
     received = _received_updates(monkeypatch)
     history = run.simulate(folders[method], tmp_path / "result.json", timeout=120)
     _assert_same_rounds(history, expected)  # metrics, β, fdabench's bytes
-    updates = [batch[1:] for batch in received]
+    updates = [[by_site[index] for index in sorted(by_site)] for _, by_site in received]
     assert len(updates) == len(expected_updates)
     for theirs, ours in zip(updates, expected_updates, strict=True):
         for a, b in zip(theirs, ours, strict=True):

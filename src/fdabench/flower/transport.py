@@ -43,13 +43,15 @@ def error_reason(reason: str) -> str:
     """A site's error in one line: the exception's own message, where Flower wraps it (the deployment engine as
     `<class 'E'>:<'message'>`, the simulation engine in Ray's traceback)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", reason)
+    kind = ""
     wrapped = re.fullmatch(r"\s*<class '([^']+)'>:<'(.*)'>\s*", text, flags=re.DOTALL)
     if wrapped:
-        return f"{wrapped.group(1).rsplit('.', 1)[-1]}: {wrapped.group(2).strip()}"
-    if "Message: " in text:
-        text = text.rsplit("Message: ", 1)[1]
+        kind, text = wrapped.group(1).rsplit(".", 1)[-1], wrapped.group(2)
+    if "Message: " in text:  # the simulation engine: the site's exception inside Ray's
+        kind, text = "", text.rsplit("Message: ", 1)[1]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else text).rstrip("'>").strip()
+    text = (lines[-1] if lines else text).rstrip("'>").strip()
+    return f"{kind}: {text}" if kind else text
 
 
 class SiteFailure(RuntimeError):
