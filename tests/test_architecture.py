@@ -33,6 +33,7 @@ LAYERS = (
         "fdabench.runner",
         "fdabench.bench",
         "fdabench.bench_cell",
+        "fdabench.flower",
         "fdabench.fingerprint",
         "fdabench.status",
     ),

@@ -2,7 +2,7 @@
 dropout policy can be tried (and tested) before real sites fail.
 
 A fault is `SITE:ROUND:KIND[:TIMES]`: at site SITE, in round ROUND (counted from 1, as the server's messages count
-them), the first TIMES (default 1) training requests fail with KIND:
+them), the first TIMES (default 1) training requests (the server numbers its attempts) fail with KIND:
 
 - `drop`: the site answers with an error and does not train (as a site that went away); its random streams do
   not move, so a retried request trains exactly as it would have;
@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from flwr.app import ConfigRecord, Context, Message
+from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from fdabench.flower import apps, messages
 
 KINDS = ("drop", "nan", "shape")
-FAULTS_STATE = "fdabench-faults"  # per site: how many requests of a round have failed so far
 
 
 class SiteDropped(RuntimeError):
@@ -50,20 +49,12 @@ class Fault:
         return cls(parts[0], int(parts[1]), parts[2], times)
 
 
-def _due(faults: list[Fault], site: str, round_number: int, context: Context) -> Fault | None:
-    """The fault planned for this request, counting the requests of this round that already failed."""
-    planned = [fault for fault in faults if fault.site == site and fault.round == round_number]
-    if not planned:
-        return None
-    if FAULTS_STATE not in context.state.config_records:
-        context.state[FAULTS_STATE] = ConfigRecord({})
-    failed = context.state.config_records[FAULTS_STATE]
-    key = str(round_number)
-    count = int(failed[key]) if key in failed else 0
-    if count >= planned[0].times:
-        return None
-    failed[key] = count + 1
-    return planned[0]
+def _due(faults: list[Fault], site: str, round_number: int, attempt: int) -> Fault | None:
+    """The fault planned for this request: its site and round, and one of the first `times` attempts."""
+    for fault in faults:
+        if fault.site == site and fault.round == round_number and attempt < fault.times:
+            return fault
+    return None
 
 
 def make_faulty_client_app(faults: list[Fault], defaults: dict[str, Any] | None = None) -> ClientApp:
@@ -78,10 +69,10 @@ def make_faulty_client_app(faults: list[Fault], defaults: dict[str, Any] | None 
     @app.train()
     def train(message: Message, context: Context) -> Message:
         site = apps.site_for(context, defaults).data.name
-        round_number = int(message.content.config_records["config"]["round"]) + 1
-        fault = _due(faults, site, round_number, context)
+        config = message.content.config_records["config"]
+        fault = _due(faults, site, int(config["round"]) + 1, int(config["attempt"]))
         if fault is not None and fault.kind == "drop":
-            raise SiteDropped(f"{site} dropped out in round {round_number} (a planned fault)")
+            raise SiteDropped(f"{site} dropped out in round {fault.round} (a planned fault)")
         reply = apps.handle_train(message, context, defaults)
         if fault is not None:
             record = reply.content.array_records["arrays"]

@@ -13,6 +13,8 @@ import torch
 
 from fdabench.bench_cell import cell_inputs
 from fdabench.config import Params
+from fdabench.flower.apps import make_client_app, make_server_app
+from fdabench.flower.faults import make_faulty_client_app
 from fdabench.flower.sitedata import export_sites, read_manifest
 from fdabench.io import read_json, write_json_atomic
 from fdabench.runner import load_problem
@@ -80,10 +82,7 @@ def simulate(
 ) -> dict[str, Any]:
     """Run the exported cell on Flower's simulation engine: one virtual SuperNode per site, with planned `faults`
     (`fdabench.flower.faults`) if any. The history, as written to `result`."""
-    from flwr.simulation import run_simulation
-
-    from fdabench.flower.apps import make_client_app, make_server_app
-    from fdabench.flower.faults import make_faulty_client_app
+    from flwr.simulation import run_simulation  # imports Ray's bindings: only where a simulation runs
 
     options = run_options(folder, result, dropout, timeout, wait_seconds, threads)
     Path(options["result-file"]).unlink(missing_ok=True)

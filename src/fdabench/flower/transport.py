@@ -231,8 +231,10 @@ class FlowerSites:
         answered: dict[str, Any] = {}
         pending = list(sites)
         deadline = time.monotonic() + self.wait_seconds
+        attempt = 0
         while True:
-            failures = self._send(pending, kind, request, read, answered)
+            failures = self._send(pending, kind, request, read, answered, attempt)
+            attempt += 1
             if not failures:
                 return answered
             for site, reason in failures.items():
@@ -257,12 +259,17 @@ class FlowerSites:
         request: Callable[[SiteInfo], RecordDict],
         read: Callable[[SiteInfo, RecordDict], Any],
         answered: dict[str, Any],
+        attempt: int = 0,
     ) -> dict[str, str]:
-        """Send one message per site and read the replies into `answered`; {site name: why not} for the others."""
+        """Send one message per site (its `attempt` in this round, from 0, in its config) and read the replies into
+        `answered`; {site name: why not} for the others."""
         outgoing: dict[int, SiteInfo] = {}
         messages_out = []
         for site in sites:
             content = request(site)
+            if "config" not in content:
+                content["config"] = ConfigRecord({})
+            content.config_records["config"]["attempt"] = attempt
             self.round_bytes["downlink"] += messages.content_bytes(content)
             messages_out.append(
                 Message(content, dst_node_id=site.node_id, message_type=kind, group_id=str(self.round_index))
