@@ -96,8 +96,10 @@ def _save_streams(site: Site, context: Context) -> None:
 
 def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -> Message:
     cell = str(message.content.config_records["config"]["cell"])
-    context.state[STATE] = ConfigRecord({"cell": cell})
-    _SITES.pop((context.run_id, context.node_id), None)
+    known = context.state.config_records.get(STATE)
+    if known is None or str(known["cell"]) != cell:  # a hello again (the server re-identifying) keeps the streams
+        context.state[STATE] = ConfigRecord({"cell": cell})
+        _SITES.pop((context.run_id, context.node_id), None)
     data = site_for(context, defaults).data
     identity = ConfigRecord({"name": data.name, "role": data.role, "shape": json.dumps(data.shape)})
     return Message(

@@ -186,9 +186,10 @@ class FlowerSites:
         log = {
             "flower_bytes_uplink": self.round_bytes["uplink"],
             "flower_bytes_downlink": self.round_bytes["downlink"],
-            "flower_events": [event for event in self.events if event["round"] == self.round_index],
+            "flower_events": self.events,  # the round just finished (evaluate moved round_index on)
         }
         self.round_bytes = {"uplink": 0, "downlink": 0}
+        self.events = []
         return log
 
     # -- replies ---------------------------------------------------------------------------------------
