@@ -132,6 +132,21 @@ def test_site_files_hold_each_site_and_nothing_else(exported, monkeypatch):
     assert first["x"].shape[0] == len(problem.sources[0]) and "labelled.x" not in first
 
 
+def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkeypatch):
+    root, params = tiny_inputs
+    monkeypatch.chdir(root)
+    assert {"source_only", "fedda", "fedgp", "fedda_auto", "fedgp_auto", "fedgp_auto_threshold"} <= set(
+        run.flower_methods()
+    )
+    assert not {"ditto", "kd3a", "dadil_e", "finetune_offline"} & set(run.flower_methods())
+    from fdabench.config import validate_params
+
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["methods"] = ["ditto"]
+    with pytest.raises(ValueError, match=r"ditto \(ditto\) is not a round-loop method.*through Flower: .*fedgp"):
+        run.export_cell(validate_params(raw), EXPERIMENT, "ditto", TARGET, SEED, tmp_path)
+
+
 def test_error_replies_read_as_one_line():
     assert transport.error_reason("<class 'RuntimeError'>:<'disk full'>") == "RuntimeError: disk full"
     ray = (

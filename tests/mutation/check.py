@@ -57,6 +57,7 @@ def main() -> int:
             "fdabench.dictionary",
             "fdabench.data.partition",
             "fdabench.federation.rounds",
+            "fdabench.federation.sites",
             "fdabench.methods.auto",
         ],
         help="modules to mutate (of [tool.mutmut] only_mutate); CI runs the default",

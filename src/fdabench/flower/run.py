@@ -17,9 +17,19 @@ from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
 from fdabench.flower.sitedata import export_sites, read_manifest
 from fdabench.io import read_json, write_json_atomic
+from fdabench.methods import METHODS, RoundLoopMethod
 from fdabench.runner import load_problem
 
 CELL_FILE = "cell.json"
+
+
+def runs_the_round_loop(member: type) -> bool:
+    """Whether a registered method is the FDA round loop and nothing else (what the Flower server runs)."""
+    return issubclass(member, RoundLoopMethod) and member.run is RoundLoopMethod.run
+
+
+def flower_methods() -> list[str]:
+    return [name for name, member in METHODS.items() if isinstance(member, type) and runs_the_round_loop(member)]
 
 
 def export_cell(
@@ -35,6 +45,12 @@ def export_cell(
         if value not in allowed:
             raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
     cell = params.cell(experiment, method, target, seed)
+    algorithm = cell.config["algorithm"]
+    if not runs_the_round_loop(METHODS.get(algorithm)):
+        raise ValueError(
+            f"{method} ({algorithm}) is not a round-loop method: it runs its own loop, which Flower does not carry "
+            f"yet; methods that run through Flower: {', '.join(flower_methods())}"
+        )
     prepared, partition = cell_inputs(params, experiment, target, seed)
     problem, _ = load_problem(cell.config, prepared, partition, torch.device("cpu"))
     folder = Path(folder)
