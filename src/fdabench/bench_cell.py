@@ -42,6 +42,29 @@ class MissingCellInputs(FileNotFoundError):
     """The cell's prepared data or partition has not been built yet."""
 
 
+def resolve_cell(params: Params, experiment: str, method: str, target: str | None, seed: int | None) -> tuple[str, int]:
+    """The cell's target and seed (default: the experiment's first); a clear error, with the allowed values, for an
+    experiment, method, target or seed the suite does not have."""
+    choices = {
+        "experiment": (experiment, params.experiment_names()),
+        "method": (method, params.methods(experiment) if experiment in params.experiment_names() else []),
+    }
+    for what, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
+    target = target if target is not None else params.targets(experiment)[0]
+    seed = seed if seed is not None else params.seeds(experiment)[0]
+    for what, value, allowed in (
+        ("target", target, params.targets(experiment)),
+        ("seed", seed, params.seeds(experiment)),
+    ):
+        if value not in allowed:
+            raise ValueError(
+                f"experiment {experiment} has no {what} {value!r}; allowed: {', '.join(map(str, allowed))}"
+            )
+    return target, seed
+
+
 def cell_inputs(params: Params, experiment: str, target: str, seed: int) -> tuple[str, str]:
     """The prepared data and partition a cell reads; a clear error naming the command that builds them."""
     prepared = params.prepared_path(experiment)
@@ -161,23 +184,7 @@ def bench_cell(
 ) -> dict[str, Any]:
     """Run the cell for at most one warm-up round and `rounds` FDA rounds, time every round after the first, and
     time the centralised reference on as many sample-steps; the measurements as a JSON-ready dict."""
-    choices = {
-        "experiment": (experiment, params.experiment_names()),
-        "method": (method_name, params.methods(experiment) if experiment in params.experiment_names() else []),
-    }
-    for what, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
-    target = target if target is not None else params.targets(experiment)[0]
-    seed = seed if seed is not None else params.seeds(experiment)[0]
-    for what, value, allowed in (
-        ("target", target, params.targets(experiment)),
-        ("seed", seed, params.seeds(experiment)),
-    ):
-        if value not in allowed:
-            raise ValueError(
-                f"experiment {experiment} has no {what} {value!r}; allowed: {', '.join(map(str, allowed))}"
-            )
+    target, seed = resolve_cell(params, experiment, method_name, target, seed)
     cell = params.cell(experiment, method_name, target, seed)
     config = copy.deepcopy(cell.config)
     config["train"]["warmup_rounds"] = min(config["train"].get("warmup_rounds", 0), 1)

@@ -448,6 +448,13 @@ def cmd_forkserver(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """--params, --target, --seed: which cell of SUITE EXPERIMENT METHOD (`purpose`: the action they serve)."""
+    parser.add_argument("--params", default="params.yaml", help=f"{purpose}: the params file")
+    parser.add_argument("--target", help=f"{purpose}: the target (default: the experiment's first)")
+    parser.add_argument("--seed", type=int, help=f"{purpose}: the seed (default: the experiment's first)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
@@ -612,9 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
     )
-    p.add_argument("--params", default="params.yaml", help="cell: the params file")
-    p.add_argument("--target", help="cell: the target (default: the experiment's first)")
-    p.add_argument("--seed", type=int, help="cell: the seed (default: the experiment's first)")
+    _cell_arguments(p, "cell")
     p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
     p.add_argument(
         "--cohort",
@@ -649,9 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
     )
-    p.add_argument("--params", default="params.yaml", help="export: the params file")
-    p.add_argument("--target", help="export: the target (default: the experiment's first)")
-    p.add_argument("--seed", type=int, help="export: the seed (default: the experiment's first)")
+    _cell_arguments(p, "export")
     p.add_argument("--output", help="export: the folder for the site files; app: the app folder")
     p.add_argument("--result", help="simulate, deploy, app: the result file the server writes")
     p.add_argument("--dropout", choices=["fail", "wait", "skip"], default="fail", help="what a missing site does")

@@ -279,3 +279,24 @@ def _shorter(params):
     raw = json.loads(json.dumps(params.raw))
     raw["suites"]["tiny"]["train"]["rounds"] = 1  # one warm-up and one FDA round: each costs seconds of polling
     return validate_params(raw)
+
+
+def test_cli_exports_a_cell_and_says_what_is_missing(tiny_inputs, tmp_path, monkeypatch, capsys):
+    from fdabench.cli import main
+
+    root, _ = tiny_inputs
+    monkeypatch.chdir(root)
+    assert main(["flower", "export", "tiny", "colored_digits", "fedgp", "--output", str(tmp_path / "cell")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{tmp_path / 'cell'}/target.pt: target target" in printed and printed.count("source") == 2
+    assert main(["flower", "export", "tiny", "colored_digits"]) == 2
+    assert "flower export takes SUITE EXPERIMENT METHOD" in capsys.readouterr().err
+    assert main(["flower", "simulate", str(tmp_path / "cell")]) == 2
+    assert "flower simulate needs --result" in capsys.readouterr().err
+    assert main(["flower", "app", str(tmp_path / "cell"), "--result", "r.json"]) == 2
+    assert "needs --result and --output" in capsys.readouterr().err
+    assert main(["flower", "app", str(tmp_path / "cell"), "--result", "r.json", "--output", str(tmp_path / "app")]) == 0
+    app = (tmp_path / "app" / "pyproject.toml").read_text()
+    assert 'serverapp = "fdabench.flower.apps:server_app"' in app and "site-files" not in app
+    assert main(["flower", "simulate", str(tmp_path / "cell"), "--result", "r.json", "--fault", "s1:0:drop"]) == 1
+    assert "a fault is SITE:ROUND:KIND" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fdabench.bench_cell import cell_inputs
+from fdabench.bench_cell import cell_inputs, resolve_cell
 from fdabench.config import Params
 from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
@@ -36,14 +36,7 @@ def export_cell(
     params: Params, experiment: str, method: str, target: str | None, seed: int | None, folder: str | os.PathLike
 ) -> dict[str, Any]:
     """The cell's configuration (`cell.json`) and one file per site (`sitedata.export_sites`) in `folder`."""
-    target = target if target is not None else params.targets(experiment)[0]
-    seed = seed if seed is not None else params.seeds(experiment)[0]
-    for what, value, allowed in (
-        ("experiment", experiment, params.experiment_names()),
-        ("method", method, params.methods(experiment) if experiment in params.experiment_names() else []),
-    ):
-        if value not in allowed:
-            raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
+    target, seed = resolve_cell(params, experiment, method, target, seed)
     cell = params.cell(experiment, method, target, seed)
     algorithm = cell.config["algorithm"]
     if not runs_the_round_loop(METHODS.get(algorithm)):
