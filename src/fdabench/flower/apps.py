@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,9 +145,6 @@ def handle_evaluate(message: Message, context: Context, defaults: dict[str, Any]
     metrics = site.evaluate(values["params"], messages.listed(values, "buffers"))
     _save_streams(site, context)  # the test split may redraw its feature noise
     return Message(RecordDict({"metrics": messages.metrics_record(metrics)}), reply_to=message)
-
-
-Handler = Callable[[Message, Context, dict[str, Any]], Message]
 
 
 def make_client_app(defaults: dict[str, Any] | None = None) -> ClientApp:
