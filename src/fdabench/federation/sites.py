@@ -19,13 +19,23 @@ from torch import Tensor
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
 from fdabench.federation.cohort import train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.protocol import RoundInputs, RoundRules, TargetContext
 
 
 def client_generator(seed: int, client_index: int) -> torch.Generator:
     """The batch-order random stream of one client in one cell (independent of every other client)."""
     return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
+
+
+def target_training_data(split: str | None, labelled: ClientData, unlabelled: ClientData) -> ClientData | None:
+    """What the target trains on under a method's `target_split`: its labelled samples, labelled and unlabelled
+    together with their labels (the oracle, `FederatedProblem.target_all`), or nothing."""
+    if split == "labelled":
+        return labelled
+    if split == "all":
+        return concatenate("target_all", [labelled, unlabelled])
+    return None
 
 
 @dataclass
@@ -64,6 +74,27 @@ class Sites(Protocol):
     def random_streams(self) -> list[torch.Generator]: ...
 
 
+def train_target(
+    method: RoundRules,
+    space: ParameterSpace,
+    data: ClientData,
+    inputs: RoundInputs,
+    start: Tensor,
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generator: torch.Generator,
+    seed: int,
+) -> TargetRound:
+    """The target's local training in an FDA round, wherever the target is: from `start`, with the method's
+    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`)."""
+    space.set(start)
+    observer, statistics = method.target_observer(TargetContext(inputs, space, data, loss_fn, seed))
+    result = train_locally(
+        space, start, data, settings, loss_fn, generator, on_step=observer, proximal=method.local_proximal()
+    )
+    return TargetRound(result, statistics, space.get_buffers())
+
+
 class LocalSites:
     """Every client in this process, sharing the loop's model (`space`): the sources train one after another, or
     in cohorts where `cohort` allows; the target trains with the method's observer; the model is evaluated on the
@@ -83,12 +114,7 @@ class LocalSites:
         self.method, self.problem, self.space, self.loss_fn, self.seed = method, problem, space, loss_fn, seed
         self.eval_batch_size = eval_batch_size
         self.sources: list[ClientData] = problem.sources if method.sources_train else []
-        if method.target_split == "labelled":
-            self.target: ClientData | None = problem.target_labelled
-        elif method.target_split == "all":
-            self.target = problem.target_all()
-        else:
-            self.target = None
+        self.target = target_training_data(method.target_split, problem.target_labelled, problem.target_unlabelled)
         if not self.sources and self.target is None:
             raise ValueError(f"{method.name}: no client trains")
         self.source_names = tuple(s.name for s in self.sources)
@@ -128,21 +154,9 @@ class LocalSites:
         return replies
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
-        space = self.space
-        space.set(start)
-        context = TargetContext(inputs, space, self.target, self.loss_fn, self.seed)
-        observer, statistics = self.method.target_observer(context)
-        result = train_locally(
-            space,
-            start,
-            self.target,
-            settings,
-            self.loss_fn,
-            self.generators[-1],
-            on_step=observer,
-            proximal=self.proximal,
+        return train_target(
+            self.method, self.space, self.target, inputs, start, settings, self.loss_fn, self.generators[-1], self.seed
         )
-        return TargetRound(result, statistics, space.get_buffers())
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
         """The model on the target's test split; the loop's model (shared) already holds `params` and `buffers`."""

@@ -21,15 +21,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from fdabench.flower.run import run_options, site_files
+from fdabench.flower.run import QUIET, run_options, site_files
 from fdabench.io import read_json
 
-#: what every Flower process of a run gets: no telemetry, no update check, no runtime package installation
-QUIET = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-}
 APP_NAME = "fdabench-cell"
 
 

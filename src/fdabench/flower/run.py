@@ -21,6 +21,12 @@ from fdabench.methods import METHODS, RoundLoopMethod
 from fdabench.runner import load_problem
 
 CELL_FILE = "cell.json"
+#: what every Flower process of a run gets: no telemetry, no update check, no runtime package installation
+QUIET = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+}
 
 
 def runs_the_round_loop(member: type) -> bool:
@@ -95,8 +101,8 @@ def simulate(
 
     options = run_options(folder, result, dropout, timeout, wait_seconds, threads)
     Path(options["result-file"]).unlink(missing_ok=True)
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    os.environ.setdefault("FLWR_DISABLE_UPDATE_CHECK", "1")
+    for name, value in QUIET.items():
+        os.environ.setdefault(name, value)
     run_simulation(
         server_app=make_server_app(options),
         client_app=make_faulty_client_app(faults, options) if faults else make_client_app(options),

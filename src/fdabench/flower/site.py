@@ -19,11 +19,10 @@ from torch import Tensor
 
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.problem import ClientData, concatenate
-from fdabench.federation.protocol import RoundInputs, TargetContext
+from fdabench.federation.protocol import RoundInputs
 from fdabench.federation.rounds import build_cell_model
 from fdabench.federation.settings import TrainSettings
-from fdabench.federation.sites import client_generator
+from fdabench.federation.sites import client_generator, target_training_data, train_target
 from fdabench.flower.sitedata import SiteData, problem_shape
 from fdabench.methods import get_method
 
@@ -94,24 +93,13 @@ class Site:
     ) -> TargetReply:
         if self.data.role != "target":
             raise ValueError("this site is a source; only the target trains in an FDA round's target step")
-        data = self.training_data()
+        data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
         self._set_buffers(buffers)
-        self.space.set(start)
-        observer, statistics = self.method.target_observer(
-            TargetContext(inputs, self.space, data, self.loss_fn, self.cell["seed"])
+        reply = train_target(
+            self.method, self.space, data, inputs, start, settings, self.loss_fn, self.batches, self.cell["seed"]
         )
-        result = train_locally(
-            self.space,
-            start,
-            data,
-            settings,
-            self.loss_fn,
-            self.batches,
-            on_step=observer,
-            proximal=self.method.local_proximal(),
-        )
-        estimates = {} if statistics is None else statistics.estimates()
-        return TargetReply(result, estimates, self.space.get_buffers())
+        estimates = {} if reply.statistics is None else reply.statistics.estimates()
+        return TargetReply(reply.result, estimates, reply.buffers)
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
         if self.data.role != "target":
@@ -119,12 +107,6 @@ class Site:
         self.space.set(params)
         self._set_buffers(buffers)
         return evaluate(self.space.model, self.data.test, self.problem.task, self.settings.eval_batch_size)
-
-    def training_data(self) -> ClientData:
-        """What the target trains on: its labelled split, or labelled and unlabelled with labels (the oracle)."""
-        if self.method.target_split == "all":
-            return concatenate("target_all", [self.data.labelled, self.data.unlabelled])
-        return self.data.labelled
 
     def _set_buffers(self, buffers: list[Tensor]) -> None:
         if self.space.buffers:
