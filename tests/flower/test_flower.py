@@ -4,6 +4,7 @@ site, each reading only its own file). Sites that drop out follow the dropout po
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -255,6 +256,19 @@ def test_bad_updates_stop_the_run_with_a_clear_message(exported, monkeypatch, tm
     site = re.escape(source)
     with pytest.raises(SiteFailure, match=rf"round 3 .*{site}: rejected: round 3: {site} sent an {message}"):
         run.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=120, faults=[Fault(source, 3, kind)])
+
+
+def test_a_site_without_its_file_is_named_at_the_hello(exported, monkeypatch, tmp_path):
+    root, _, folders = exported
+    monkeypatch.chdir(root)
+    folder = tmp_path / "cell"
+    shutil.copytree(folders["fedgp"], folder)
+    missing = folder / read_manifest(folder)["sites"][0]["file"]
+    missing.unlink()
+    with pytest.raises(
+        SiteFailure, match=rf"2 of 3 sites answered the hello .*site file {re.escape(str(missing))} does"
+    ):
+        run.simulate(folder, tmp_path / "result.json", timeout=120)
 
 
 def test_local_deployment_equals_the_in_process_loop(exported, monkeypatch, tmp_path):

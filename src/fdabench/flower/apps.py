@@ -32,7 +32,7 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.flower import messages
 from fdabench.flower.site import Site
 from fdabench.flower.sitedata import load_site, problem_shape
-from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo
+from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo, error_reason
 from fdabench.io import read_json, write_json_atomic
 from fdabench.methods import get_method
 
@@ -168,14 +168,16 @@ def make_client_app(defaults: dict[str, Any] | None = None) -> ClientApp:
 
 
 # -- the server (ServerApp) ---------------------------------------------------------------------------------
-def say_hello(grid: Grid, cell: dict[str, Any], timeout: float) -> dict[str, SiteInfo]:
-    """Send the cell to every connected SuperNode; each site's name, role, position, samples and node id."""
+def say_hello(grid: Grid, cell: dict[str, Any], timeout: float) -> tuple[dict[str, SiteInfo], list[str]]:
+    """Send the cell to every connected SuperNode; each site's name, role, position, samples and node id, and why
+    the nodes that answered with an error did (e.g. a site file that is not there)."""
     nodes = list(grid.get_node_ids())
     content = RecordDict({"config": messages.cell_config(cell)})
     outgoing = [Message(content, dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
-    sites = {}
+    sites, errors = {}, []
     for reply in grid.send_and_receive(outgoing, timeout=timeout):
         if reply.has_error():
+            errors.append(f"node {reply.metadata.src_node_id}: {error_reason(reply.error.reason)}")
             continue
         identity, counts = reply.content.config_records["config"], reply.content.metric_records["metrics"]
         sites[str(identity["name"])] = SiteInfo(
@@ -186,7 +188,7 @@ def say_hello(grid: Grid, cell: dict[str, Any], timeout: float) -> dict[str, Sit
             reply.metadata.src_node_id,
             json.loads(str(identity["shape"])),
         )
-    return sites
+    return sites, errors
 
 
 def run_cell(grid: Grid, cell: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
@@ -201,9 +203,10 @@ def run_cell(grid: Grid, cell: dict[str, Any], options: dict[str, Any]) -> dict[
             )
         time.sleep(0.1)
     timeout = float(options["timeout"])
-    sites = say_hello(grid, cell, timeout)
+    sites, errors = say_hello(grid, cell, timeout)
     if len(sites) < expected:
-        raise SiteFailure(f"{len(sites)} of {expected} sites answered the hello: {', '.join(sorted(sites))}")
+        answered = f"{len(sites)} of {expected} sites answered the hello ({', '.join(sorted(sites)) or 'none'})"
+        raise SiteFailure(answered + "".join(f"; {error}" for error in errors))
     shapes = {json.dumps(site.shape, sort_keys=True) for site in sites.values()}
     if len(shapes) != 1:
         raise SiteFailure(f"the sites disagree on the problem's shape: {sorted(shapes)}")
@@ -224,7 +227,7 @@ def run_cell(grid: Grid, cell: dict[str, Any], options: dict[str, Any]) -> dict[
             policy=str(options["dropout"]),
             timeout=timeout,
             wait_seconds=float(options["wait-seconds"]),
-            hello=lambda: say_hello(grid, cell, timeout),
+            hello=lambda: say_hello(grid, cell, timeout)[0],
         )
         return holder["sites"]
 
