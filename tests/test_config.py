@@ -91,7 +91,7 @@ def test_method_hparams_checked_against_the_algorithm(raw):
     broken = copy.deepcopy(raw)
     broken["methods"]["fedgp"] = {"beta": 1.5, "betta": 0.1}
     message = _error(broken)
-    assert "methods.fedgp: unknown key(s) 'betta'; allowed keys: beta, mode" in message
+    assert "methods.fedgp: unknown key(s) 'betta'; allowed keys: beta, filter, mode" in message
     assert "methods.fedgp.beta: 1.5 is greater than the maximum of 1" in message
 
 
@@ -104,7 +104,7 @@ def test_variant_needs_a_registered_algorithm(raw):
     params = validate_params(broken)
     assert params.method_variant("fedgp_b0.3") == (
         "fedgp",
-        {"beta": 0.3, "mode": "projection", "scale_alignment": "steps_and_lr"},
+        {"beta": 0.3, "mode": "projection", "scale_alignment": "steps_and_lr", "filter": True},
     )
 
 
@@ -159,7 +159,7 @@ def test_cell_config_resolution_order(raw):
     assert cell.config["train"]["rounds"] == 7  # experiment over suite over dataset defaults
     assert cell.config["train"]["model"] == "mlp"  # suite over dataset default
     assert cell.config["train"]["target_batch_size"] == 16  # dataset default
-    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr"}
+    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr", "filter": True}
 
 
 def test_load_params_reports_yaml_errors(tmp_path):

@@ -148,6 +148,7 @@ def fedgp(
     mode: str = "projection",
     scale: Tensor | Sequence[float] | float | None = None,
     layer_sizes=None,
+    filtered: bool = True,
 ) -> UpdateLike:
     """FedGP, per layer k, filtering layers whose inner product with the target update is not positive.
 
@@ -156,6 +157,8 @@ def fedgp(
     mode="cosine_scaled" (the published real-data code):
         Σ_i w_i [(1 − β_i) g_T,k + β_i s_i max(cos(g_T,k, g_i,k), 0) g_i,k],
         with s_i the alignment factor `scale` (default 1).
+    filtered=False keeps the layers with a negative inner product (Proj(v|u) = ⟨v,u⟩ u / ‖u‖², cos instead of
+    max(cos, 0)): the "projection without filtering" ablation of the FedGP paper (Section 5.3).
     """
     flat = flatten_updates(target_update, source_updates, layer_sizes)
     sources, target, sizes = flat.sources, flat.target, flat.layer_sizes
@@ -163,7 +166,7 @@ def fedgp(
     w = normalised_weights(weights, count, sources)
     beta = _betas(betas, count, sources)
     inner, squared_norms = per_layer_inner_products(target, sources, sizes)  # (N, L)
-    positive = (inner > 0) & (squared_norms > 0)
+    positive = ((inner > 0) if filtered else (inner != 0)) & (squared_norms > 0)
     if mode == "projection":
         layer_coefficients = torch.where(positive, inner / squared_norms.clamp_min(torch.finfo(inner.dtype).tiny), 0.0)
     elif mode == "cosine_scaled":

@@ -365,7 +365,8 @@ def test_feature_noise_targets_are_named_by_their_noise(target):
     source = get_dataset("fashion_mnist")
     assert partitioner.validate_target(source, target, {}) == (
         f"{target!r} is not a target of fashion_mnist; "
-        "use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
+        "use 'noise<std>', 'noise<std>-n<labelled>' or either with '-label<k>' (e.g. noise0.4, noise0.4-n200, "
+        "noise0.4-label3)"
     )
     with pytest.raises(ValueError, match=rf"^target '{target}' must look like noise<std>"):
         partitioner.split(tiny({"train": 24, "test": 5}), target, 0, NOISE)

@@ -192,9 +192,10 @@ class LeaveOneDomainOut(Partitioner):
             "description": "per-target value of target_labelled (e.g. a small centre labelled in full)",
         },
         "standardize": {
-            "type": "boolean",
+            "enum": [False, True, "per_domain"],
             "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the "
-            "training clients only (never the target's test split)",
+            "training clients only (never the target's test split): true pools the sources and the target's labelled "
+            "samples; per_domain scales each domain by its own training split (FLamby's per-centre normalisation)",
         },
     }
 
@@ -229,8 +230,14 @@ class LeaveOneDomainOut(Partitioner):
             target_unlabelled=ClientIndices("target_unlabelled", target, np.sort(target_parts["unlabelled"])),
             target_test=ClientIndices("target_test", target, np.sort(target_parts["test"])),
             holdout=holdout,
-            transforms={"standardize": {}} if options.get("standardize") else {},
+            transforms=_standardize_transform(options.get("standardize", False)),
         )
+
+
+def _standardize_transform(standardize: bool | str) -> dict[str, dict[str, str]]:
+    if standardize == "per_domain":
+        return {"standardize": {"scope": "per_domain"}}
+    return {"standardize": {}} if standardize else {}
 
 
 @PARTITIONERS.register
@@ -366,7 +373,7 @@ def partition_options(source: DatasetSource, partitioner: str | None, overrides:
     return {**copy.deepcopy(defaults), **copy.deepcopy(overrides)}
 
 
-_NOISE_TARGET = re.compile(r"^noise(?P<std>\d+(\.\d+)?)(-n(?P<labelled>\d+))?$")
+_NOISE_TARGET = re.compile(r"^noise(?P<std>\d+(\.\d+)?)(-n(?P<labelled>\d+))?(-label(?P<classes>\d+))?$")
 _LABEL_SPLIT = re.compile(r"^label(?P<classes>\d+)$")
 
 
@@ -402,11 +409,14 @@ def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.
 class FeatureNoise(Partitioner):
     """Noisy features (FedGP paper): the `train` domain split into `clients` clients (the last is the
     target) iid or by label; Gaussian noise of std s added to the target's inputs only. Targets are named
-    "noise<s>" or "noise<s>-n<labelled>" (overriding target_labelled). The target's labelled samples come
-    from its partition; it is tested on the `test` domain (target_test: test_domain) or on the rest of its
-    partition (target_test: rest). `target_share: iid` gives the target an iid 1/clients share of `train`,
-    drawn first, so it holds every class, and deals the rest to the sources by `split` (non-IID MNIST of
-    the weakly-supervised paper); `split` (default) deals the target its share like any client."""
+    "noise<s>", "noise<s>-n<labelled>" (overriding target_labelled) and may end in "-label<k>" (the sources
+    are dealt k classes each, overriding `split`). The target's labelled samples come from its partition; it
+    is tested on the `test` domain (target_test: test_domain) or on the rest of its partition (target_test:
+    rest). `target_share: iid` gives the target an iid 1/clients share of `train`, drawn first, so it holds
+    every class, and deals the rest to the sources by `split` (non-IID MNIST of the weakly-supervised paper);
+    `all` deals the whole of `train` to the sources and gives the target the whole of `train` too, seen
+    through its noise (the FedGP paper's label-subset sources, Table 14); `split` (default) deals the target
+    its share like any client."""
 
     name = "feature_noise"
     options_schema = {
@@ -418,9 +428,9 @@ class FeatureNoise(Partitioner):
             "default": "iid",
         },
         "target_share": {
-            "enum": ["split", "iid"],
+            "enum": ["split", "iid", "all"],
             "description": "split: the target is dealt its share like the sources; iid: an iid 1/clients share drawn "
-            "first (every class)",
+            "first (every class); all: the sources split all of train and the target draws from all of it",
             "default": "split",
         },
         "target_labelled": {
@@ -446,7 +456,8 @@ class FeatureNoise(Partitioner):
         if _NOISE_TARGET.match(target) is None:
             return (
                 f"{target!r} is not a target of {source.name}; "
-                "use 'noise<std>' or 'noise<std>-n<labelled>' (e.g. noise0.4, noise0.4-n200)"
+                "use 'noise<std>', 'noise<std>-n<labelled>' or either with '-label<k>' (e.g. noise0.4, "
+                "noise0.4-n200, noise0.4-label3)"
             )
         return None
 
@@ -456,16 +467,18 @@ class FeatureNoise(Partitioner):
             raise ValueError(f"target {target!r} must look like noise<std> or noise<std>-n<labelled>")
         rng = np.random.default_rng(seed)
         labels = np.asarray(prepared.domains["train"].y)
-        if options.get("target_share") == "iid":  # absent: split (the schema's default)
+        split = f"label{match['classes']}" if match["classes"] else options["split"]
+        share = options.get("target_share")  # absent: split (the schema's default)
+        if share == "iid":
             order = rng.permutation(len(labels))
             cut = len(labels) // options["clients"]
             target_part, remaining = order[:cut], np.sort(order[cut:])
-            parts = [
-                remaining[part]
-                for part in _split_clients(labels[remaining], options["clients"] - 1, options["split"], rng)
-            ]
+            parts = [remaining[part] for part in _split_clients(labels[remaining], options["clients"] - 1, split, rng)]
+        elif share == "all":
+            parts = _split_clients(labels, options["clients"] - 1, split, rng)
+            target_part = rng.permutation(len(labels))
         else:
-            parts = _split_clients(labels, options["clients"], options["split"], rng)
+            parts = _split_clients(labels, options["clients"], split, rng)
             target_part = rng.permutation(parts.pop())
         sources = [ClientIndices(f"client{index}", "train", part) for index, part in enumerate(parts)]
         wanted = int(match["labelled"]) if match["labelled"] else options["target_labelled"]

@@ -97,12 +97,24 @@ def standardizer(training: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np
     return median, mean, np.where(std > 0, std, 1.0)
 
 
+def per_domain_standardizer(training: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, mean, std + 1e-9) per feature of one domain's training inputs, as FLamby's Fed-Heart-Disease
+    normalises each centre with its own training split (torch's unbiased std, plus 1e-9)."""
+    rows = _rows(training).astype(np.float64)
+    median = np.nanmedian(rows, axis=0)
+    median = np.where(np.isnan(median), 0.0, median)
+    imputed = np.where(np.isnan(rows), median, rows)
+    return median, imputed.mean(axis=0), imputed.std(axis=0, ddof=1) + 1e-9
+
+
 def build_problem(prepared: PreparedDataset, partition: Partition, device: torch.device | str) -> FederatedProblem:
     """Gather each client's samples from the prepared domains and move them to `device` once.
 
     Partition transforms: `standardize` imputes missing inputs with the median and scales them to zero mean
     and unit variance, statistics from the sources and the target's labelled samples (never the target's
-    unlabelled inputs, which only methods marked † may read, nor its test split). `target_noise`
+    unlabelled inputs, which only methods marked † may read, nor its test split); with {"scope": "per_domain"}
+    each domain is scaled by its own training inputs (a source's training split; the target's labelled and
+    unlabelled inputs, never its test split), as FLamby normalises each centre. `target_noise`
     {"std": s, "mode": "fixed" | "redraw"} adds Gaussian noise of standard deviation s (no clamping) to the
     target's inputs — labelled, unlabelled and test — drawn once per sample from the partition seed
     ("fixed", reproducible) or afresh at every read ("redraw", as the published code; still seeded).
@@ -127,15 +139,23 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
         return x_array if columns is None else np.ascontiguousarray(x_array[:, columns])
 
     scaling = None
-    if "standardize" in partition.transforms:
+    domain_scaling: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if partition.transforms.get("standardize", {}).get("scope") == "per_domain":
+        target_training = [partition.target_labelled, partition.target_unlabelled]
+        domain_scaling[partition.target] = per_domain_standardizer(
+            np.concatenate([stored_inputs(c) for c in target_training])
+        )
+        domain_scaling.update({c.domain: per_domain_standardizer(stored_inputs(c)) for c in partition.sources})
+    elif "standardize" in partition.transforms:
         scaling = standardizer([stored_inputs(c) for c in [partition.target_labelled, *partition.sources]])
     noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
 
     def gather(client: ClientIndices, noisy: bool = False) -> ClientData:
         arrays = prepared.domains[client.domain]
         x_array = stored_inputs(client)
-        if scaling is not None:
-            median, mean, std = scaling
+        client_scaling = domain_scaling.get(client.domain, scaling)
+        if client_scaling is not None:
+            median, mean, std = client_scaling
             flat = _rows(x_array).astype(np.float64)
             x_array = ((np.where(np.isnan(flat), median, flat) - mean) / std).astype(np.float32).reshape(x_array.shape)
         x = torch.from_numpy(x_array).to(device=device)

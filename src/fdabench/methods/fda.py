@@ -67,8 +67,9 @@ def cosine_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
     return torch.ones_like(steps) if alignment == "none" else ratio * inputs.target_steps / steps
 
 
-def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str) -> torch.Tensor:
-    """FedGP's aggregate for the round in `mode`, with the alignment factor for cosine_scaled."""
+def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str, filtered: bool = True) -> torch.Tensor:
+    """FedGP's aggregate for the round in `mode`, with the alignment factor for cosine_scaled (`filtered=False`:
+    the ablation that keeps layers with a negative inner product)."""
     scale = cosine_scale(inputs, alignment) if mode == "cosine_scaled" else None
     return fedgp(
         inputs.target_update,
@@ -78,6 +79,7 @@ def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str) -> torc
         mode=mode,
         scale=scale,
         layer_sizes=inputs.layer_sizes,
+        filtered=filtered,
     )
 
 
@@ -101,9 +103,16 @@ class FedGP(RoundLoopMethod):
             "default": "projection",
         },
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
+        "filter": {
+            "type": "boolean",
+            "description": "drop the layers whose inner product with the target update is not positive (false: the "
+            "paper's 'projection without filtering' ablation)",
+            "default": True,
+        },
     }
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        hparams = self.hparams
         return Aggregate(
-            combine_fedgp(inputs, self.hparams["beta"], self.hparams["mode"], self.hparams["scale_alignment"])
+            combine_fedgp(inputs, hparams["beta"], hparams["mode"], hparams["scale_alignment"], hparams["filter"])
         )
