@@ -179,3 +179,29 @@ def test_weights_and_betas_take_the_updates_precision():
 def test_no_sources_is_refused_clearly():
     with pytest.raises(ValueError, match="^no source updates to aggregate$"):
         fedavg([], [])
+
+
+def test_fedgp_without_filter_keeps_the_negative_layers_as_the_ablation_defines():
+    """filtered=False: Proj(g_T|g_i) = <g_T,g_i> g_i/||g_i||^2 and cos instead of max(cos, 0), per layer."""
+    target = torch.tensor([1.0, 0.0, 2.0, 1.0])
+    sources = torch.tensor([[-1.0, 1.0, 1.0, 0.0], [2.0, 0.0, -1.0, -1.0]])
+    sizes, beta, weights = [2, 2], 0.5, torch.tensor([0.25, 0.75])
+    expected = torch.zeros(4)
+    expected_filtered = torch.zeros(4)
+    for i, w in enumerate(weights):
+        for start, stop in ((0, 2), (2, 4)):
+            t, s = target[start:stop], sources[i, start:stop]
+            projection = (t @ s) / (s @ s) * s
+            expected[start:stop] += w * ((1 - beta) * t + beta * projection)
+            expected_filtered[start:stop] += w * ((1 - beta) * t + beta * projection * (t @ s > 0))
+    unfiltered = fedgp(target, sources, beta, weights, mode="projection", layer_sizes=sizes, filtered=False)
+    torch.testing.assert_close(unfiltered, expected)
+    torch.testing.assert_close(fedgp(target, sources, beta, weights, layer_sizes=sizes), expected_filtered)
+    assert not torch.allclose(expected, expected_filtered)  # the example has negative layers to keep
+    cosine = fedgp(target, sources, beta, weights, mode="cosine_scaled", scale=2.0, layer_sizes=sizes, filtered=False)
+    by_hand = torch.zeros(4)
+    for i, w in enumerate(weights):
+        for start, stop in ((0, 2), (2, 4)):
+            t, s = target[start:stop], sources[i, start:stop]
+            by_hand[start:stop] += w * ((1 - beta) * t + beta * 2.0 * (t @ s) / (t.norm() * s.norm()) * s)
+    torch.testing.assert_close(cosine, by_hand)

@@ -159,7 +159,12 @@ def test_cell_config_resolution_order(raw):
     assert cell.config["train"]["rounds"] == 7  # experiment over suite over dataset defaults
     assert cell.config["train"]["model"] == "mlp"  # suite over dataset default
     assert cell.config["train"]["target_batch_size"] == 16  # dataset default
-    assert cell.config["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr", "filter": True}
+    assert cell.config["hparams"] == {
+        "beta": 0.5,
+        "mode": "projection",
+        "scale_alignment": "steps_and_lr",
+        "filter": True,
+    }
 
 
 def test_load_params_reports_yaml_errors(tmp_path):

@@ -294,14 +294,25 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from fdabench.io import write_text_atomic
-    from fdabench.report.tables import paper_vs_ours, paper_vs_ours_html, paper_vs_ours_markdown
+    from pathlib import Path
 
-    table = paper_vs_ours(args.cells)
+    from fdabench.io import write_text_atomic
+    from fdabench.report import paper_vs_ours as report
+
+    table = report.paper_vs_ours(args.cells)
+    ranks = report.average_ranks(report.suite_means(args.cells))
     write_text_atomic(args.csv, table.to_csv(index=False, float_format="%.4g"))
-    write_text_atomic(args.md, paper_vs_ours_markdown(table))
+    write_text_atomic(args.md, report.paper_vs_ours_markdown(table, ranks))
     if args.html:
-        write_text_atomic(args.html, paper_vs_ours_html(table))
+        write_text_atomic(args.html, report.paper_vs_ours_html(table, ranks))
+    summary = report.paper_vs_ours_summary(table)
+    if args.summary_csv:
+        write_text_atomic(args.summary_csv, summary.to_csv(index=False))
+    if args.readme:
+        if not args.suite:
+            raise SystemExit("fdabench compare: --readme needs --suite (the suite the cells belong to)")
+        readme = Path(args.readme)
+        write_text_atomic(readme, report.replace_status(readme.read_text(), report.status_table(summary, args.suite)))
     return 0
 
 
@@ -608,6 +619,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
     p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
+    p.add_argument(
+        "--summary-csv", help="also the per-table summary (rows matched, on which settings, within 3 points)"
+    )
+    p.add_argument("--readme", help="rewrite the reproduction-status block of this README from the summary")
+    p.add_argument("--suite", help="the suite the cells belong to (named in the README block)")
     p.set_defaults(handler=cmd_compare)
 
     p = sub.add_parser(

@@ -113,3 +113,40 @@ def test_standardize_ignores_the_target_test_split_and_unlabelled_inputs():
     changed = build_problem(shifted, partition, "cpu")
     assert torch.allclose(changed.sources[0].inputs(), problem.sources[0].inputs())
     assert torch.allclose(changed.target_labelled.inputs(), problem.target_labelled.inputs())
+
+
+def test_per_domain_standardize_scales_each_domain_by_its_own_training_split_as_flamby():
+    """FLamby's Fed-Heart-Disease: (x − mean) / (std + 1e-9) with each centre's training-split mean and unbiased
+    std, the target's test split scaled by the target's training statistics (labelled and unlabelled rows)."""
+    rng = np.random.default_rng(1)
+    domains = {
+        name: DomainArrays((rng.normal(size=(40, 3)) * scale + shift).astype(np.float32), rng.integers(0, 2, 40))
+        for name, scale, shift in (("a", 1.0, 0.0), ("b", 5.0, 10.0), ("c", 0.1, -3.0))
+    }
+    prepared = PreparedDataset("fed_heart", "classification", 2, (3,), domains)
+    options = {"holdout_fraction": 0.25, "target_labelled": 0.3, "standardize": "per_domain"}
+    partition = get_partitioner("leave_one_domain_out").split(prepared, "b", 0, options)
+    assert partition.transforms == {"standardize": {"scope": "per_domain"}}
+    problem = build_problem(prepared, partition, "cpu")
+
+    def flamby(train_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        train = train_rows.astype(np.float64)
+        return (rows - train.mean(axis=0)) / (train.std(axis=0, ddof=1) + 1e-9)
+
+    for source, data in zip(partition.sources, problem.sources):
+        own = domains[source.domain].x[source.indices]
+        np.testing.assert_allclose(data.inputs().numpy(), flamby(own, own), rtol=1e-5, atol=1e-5)
+    target_train = domains["b"].x[
+        np.concatenate([partition.target_labelled.indices, partition.target_unlabelled.indices])
+    ]
+    for part, data in (
+        (partition.target_labelled, problem.target_labelled),
+        (partition.target_test, problem.target_test),
+    ):
+        expected = flamby(target_train, domains["b"].x[part.indices])
+        np.testing.assert_allclose(data.inputs().numpy(), expected, rtol=1e-5, atol=1e-5)
+    # pooled standardisation (true) scales every client by one statistic: the narrow domain c stays narrow there
+    pooled_partition = get_partitioner("leave_one_domain_out").split(prepared, "b", 0, {**options, "standardize": True})
+    pooled = build_problem(prepared, pooled_partition, "cpu")
+    narrow = [c.domain for c in partition.sources].index("c")
+    assert float(problem.sources[narrow].inputs().std()) > 0.9 > 0.5 > float(pooled.sources[narrow].inputs().std())

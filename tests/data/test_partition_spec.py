@@ -565,3 +565,31 @@ def test_manifest_records_the_prepared_data_it_was_made_from(tmp_path):
     partition = get_partitioner("labelled_target").split(loaded, "b", 0, {"target_labelled": 4})
     assert loaded.content_hash and partition.to_json(loaded)["prepared_hash"] == loaded.content_hash
     assert partition.to_json(prepared)["prepared_hash"] is None  # built in memory, never saved
+
+
+def test_feature_noise_label_target_sets_the_sources_classes_and_all_lets_the_target_draw_from_every_sample():
+    """Table 14's set-up: `-label<k>` deals the sources k classes each whatever `split` says; with
+    target_share: all the sources split the whole training set and the target draws from all of it."""
+    prepared = tiny({"train": 60, "test": 5}, classes=5)
+    options = {
+        **NOISE,
+        "clients": 6,
+        "split": "iid",
+        "target_share": "all",
+        "target_labelled": 10,
+        "target_test": "test_domain",
+    }
+    labels = prepared.domains["train"].y
+    for classes in (1, 2, 4):
+        partition = get_partitioner("feature_noise").split(prepared, f"noise0.4-label{classes}", 0, options)
+        assert len(partition.sources) == options["clients"] - 1
+        assert all(len(np.unique(labels[c.indices])) == classes for c in partition.sources)
+        dealt = np.sort(np.concatenate([c.indices for c in partition.sources]))
+        assert dealt.tolist() == list(range(60))  # the sources split all of train
+        target = np.concatenate([partition.target_labelled.indices, partition.target_unlabelled.indices])
+        assert np.sort(target).tolist() == list(range(60)) and len(partition.target_labelled.indices) == 10
+        assert partition.transforms == {"target_noise": {"std": 0.4, "mode": "fixed"}}
+    iid = get_partitioner("feature_noise").split(prepared, "noise0.4", 0, options)
+    assert any(len(np.unique(labels[c.indices])) == 5 for c in iid.sources)  # no -label<k>: the split option
+    with pytest.raises(ValueError, match="between 1 and 5 classes"):
+        get_partitioner("feature_noise").split(prepared, "noise0.4-label6", 0, options)

@@ -1,6 +1,7 @@
 import copy
 import json
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -8,7 +9,17 @@ from fdabench.config import validate_params
 from fdabench.models import resolved_model_options
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published
 from fdabench.paper.published import PUBLISHED, method_key
-from fdabench.report.tables import paper_vs_ours, paper_vs_ours_html, paper_vs_ours_markdown, paper_vs_ours_summary
+from fdabench.report.paper_vs_ours import (
+    STATUS_BEGIN,
+    STATUS_END,
+    average_ranks,
+    paper_vs_ours,
+    paper_vs_ours_html,
+    paper_vs_ours_markdown,
+    paper_vs_ours_summary,
+    replace_status,
+    status_table,
+)
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +123,7 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
     assert faithful["changes"] == "" and flagged["changes"] == "hparams.mode = projection (published cosine_scaled)"
     markdown = paper_vs_ours_markdown(table)
     assert "| fmnist_noise | noise0.4 | fedgp_cosine | 71.09 | 71.00 ± 1.41 | 2 | -0.09 |" in markdown
+    assert "Average rank" not in markdown  # no ranks given
     assert "| fmnist_noise | noise0.4 | fedgp [1] | 71.09 | 60.00 | 1 | -11.09 |" in markdown
     assert "- [1] hparams.mode = projection (published cosine_scaled)." in markdown
     # the report's page: the same rows as table cells, the summary above them, the notes below
@@ -122,9 +134,10 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
     assert (
         summary["published_rows"],
         summary["matched"],
-        summary["matched_published_settings"],
+        summary["on_published_settings"],
+        summary["on_inferred_settings"],
         summary["within_3_points"],
-    ) == (45, 1, 1, 1)
+    ) == (45, 1, 1, 0, 1)
 
 
 # One knob changed from the published protocol of a faithful cell -> exactly that change is flagged.
@@ -273,3 +286,86 @@ def test_protocol_records_spell_out_every_model_option():
                 row_key,
                 sorted(set(resolved) - set(train["model_options"])),
             )
+
+
+def test_a_row_on_an_inferred_setting_is_never_counted_on_the_published_settings(tmp_path, raw_params):
+    """The ablation's 'w proj' row has no public code: its FedGP form is fdabench's inference. Its cells match
+    the record, yet the row counts as resting on inferred settings, marked (i1) with the reason."""
+    config = _config(raw_params, "paper_cpu", "fmnist_filter_ablation", "fedgp_cosine_unfiltered")
+    assert _changes(config) == []
+    paths = [_write(tmp_path, {**config, "seed": seed}, 0.695, f"unfiltered{seed}") for seed in (0, 1)]
+    table = paper_vs_ours(paths)
+    assert table.iloc[0]["inferred"].startswith("hparams.mode = cosine_scaled (no code for this row is public")
+    summary = paper_vs_ours_summary(table).iloc[0]
+    assert (summary["matched"], summary["on_published_settings"], summary["on_inferred_settings"]) == (1, 0, 1)
+    assert (summary["within_3_points"], summary["within_3_points_inferred"]) == (0, 1)
+    markdown = paper_vs_ours_markdown(table)
+    assert (
+        "| fmnist_filter_ablation | noise0.4 | fedgp_cosine_unfiltered (i1) | 69.51 | 69.50 ± 0.00 | 2 | -0.01 |"
+        in (markdown)
+    )
+    assert "- (i1) hparams.mode = cosine_scaled (no code for this row is public" in markdown
+
+
+def test_a_row_matched_on_the_published_settings_is_not_counted_again_as_inferred(tmp_path, raw_params):
+    faithful = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")
+    table = paper_vs_ours([_write(tmp_path, faithful, 0.7, "gp")])
+    table = pd.concat([table, table.assign(experiment="other", inferred="train.x = 1 (why)")], ignore_index=True)
+    summary = paper_vs_ours_summary(table).iloc[0]
+    assert (summary["on_published_settings"], summary["on_inferred_settings"]) == (1, 0)
+
+
+def test_average_ranks_are_domainbed_style_means_of_per_column_ranks():
+    tidy = pd.DataFrame(
+        {
+            "experiment": ["e"] * 6 + ["f"] * 2,
+            "target": ["a", "a", "a", "b", "b", "b", "c", "c"],
+            "method": ["x", "y", "z", "x", "y", "z", "x", "z"],
+            "mean": [90.0, 80.0, 70.0, 50.0, 60.0, 60.0, 10.0, 20.0],
+        }
+    )
+    ranks = average_ranks(tidy).set_index("method")
+    # a: x 1, y 2, z 3; b: y and z tie for 1 (1.5 each), x 3; c: z 1, x 2
+    assert ranks.loc["x", "average_rank"] == pytest.approx((1 + 3 + 2) / 3)
+    assert ranks.loc["y", "average_rank"] == pytest.approx((2 + 1.5) / 2)
+    assert ranks.loc["z", "average_rank"] == pytest.approx((3 + 1.5 + 1) / 3)
+    assert ranks["columns"].to_dict() == {"x": 3, "y": 2, "z": 3}
+    assert list(ranks.index) == ["y", "z", "x"]  # best average first (1.75, 1.83, 2.0)
+
+
+def test_largest_gaps_name_their_measured_cause(tmp_path, raw_params, monkeypatch):
+    from fdabench.report import paper_vs_ours as report
+
+    config = _config(raw_params, "paper_cpu", "fmnist_noise", "fedda")
+    far = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")
+    table = paper_vs_ours([_write(tmp_path, config, 0.50, "da"), _write(tmp_path, far, 0.60, "gp")])
+    monkeypatch.setitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedgp_0.5"), "lr_T halved: +3 points")
+    gaps = report.largest_gaps(table)
+    assert list(gaps["method"]) == ["fedgp_cosine", "fedda"]  # largest first; both more than 3 points off
+    assert list(gaps["cause"]) == ["lr_T halved: +3 points", "no cause measured yet"]
+
+
+def test_the_readme_status_block_is_replaced_between_its_markers():
+    summary = pd.DataFrame(
+        [
+            {
+                "published_table": "fed_heart",
+                "source": "FedGP paper Table 17",
+                "published_rows": 36,
+                "matched": 36,
+                "on_published_settings": 20,
+                "on_inferred_settings": 16,
+                "within_3_points": 12,
+                "within_3_points_inferred": 2,
+            }
+        ]
+    )
+    block = status_table(summary, "paper_cpu")
+    assert "| FedGP paper Table 17 | 36 | 36 | 20 (12) | 16 (2) |" in block
+    readme = f"intro\n{STATUS_BEGIN}\nold counts\n{STATUS_END}\nafter\n"
+    replaced = replace_status(readme, block)
+    assert (
+        replaced.startswith("intro\n") and replaced.endswith(f"{STATUS_END}\nafter\n") and "old counts" not in replaced
+    )
+    with pytest.raises(ValueError, match="no reproduction-status markers"):
+        replace_status("no markers", block)

@@ -105,7 +105,9 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
         "target_only": Row(
             "warmup_target_only",
             {},
-            code("main_noniid.py:472-477,504-505: --use_sim --proj_w 0 after the 2 warm-up epochs (run_target_only.sh)"),
+            code(
+                "main_noniid.py:472-477,504-505: --use_sim --proj_w 0 after the 2 warm-up epochs (run_target_only.sh)"
+            ),
         ),
         **_fixed_rows(
             code("main_noniid.py:244-259 (FedGP, cosine-scaled), :282-295 (FedDA); run_fedda_0.5.sh, run_fedgp_0.5.sh"),
@@ -137,7 +139,9 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
         "finetune_offline": Row(
             "finetune_offline",
             {"finetune_epochs": None, "head_only": False},
-            code("main_noniid_finetune_offline.py: 50 target epochs from the FedAvg checkpoint (run_finetune_offline.sh)"),
+            code(
+                "main_noniid_finetune_offline.py: 50 target epochs from the FedAvg checkpoint (run_finetune_offline.sh)"
+            ),
         ),
     }
 
@@ -272,7 +276,11 @@ def _personalised_rows(hyper_source: Source) -> dict[str, Row]:
             provenance={**training, **same(hyper_source, "hparams.head_epochs", "hparams.body_epochs")},
         ),
         "apfl": Row(
-            "apfl", {"alpha": 0.5}, _PERSONALISED, train={"rounds": 150}, provenance={**training, "hparams.alpha": hyper_source}
+            "apfl",
+            {"alpha": 0.5},
+            _PERSONALISED,
+            train={"rounds": 150},
+            provenance={**training, "hparams.alpha": hyper_source},
         ),
         "knn_per": Row(
             "knn_per",
@@ -295,7 +303,9 @@ def _personalised_rows(hyper_source: Source) -> dict[str, Row]:
     }
 
 
-_PERSONALISED_HYPER = inferred("the paper names the benchmark, not these methods' hyper-parameters: their papers' defaults")
+_PERSONALISED_HYPER = inferred(
+    "the paper names the benchmark, not these methods' hyper-parameters: their papers' defaults"
+)
 
 
 def _domainbed_rows(auto_target_batch: int, auto_warmup: int = 2) -> dict[str, Row]:
@@ -303,8 +313,10 @@ def _domainbed_rows(auto_target_batch: int, auto_warmup: int = 2) -> dict[str, R
     auto = {**_DOMAINBED_AUTO, "lr_decay_after_warmup": 0.1, "target_batch_size": auto_target_batch}
     auto_train = {"warmup_rounds": auto_warmup} if auto_warmup != 2 else {}
     auto_provenance = {
-        "hparams.lr_decay_after_warmup": code(
-            "main_domain_bed_auto_beta.py:488 (x 0.1 at HEAD; x 0.25 in earlier commits and in the paper's text)"
+        "hparams.lr_decay_after_warmup": inferred(
+            "main_domain_bed_auto_beta.py:488 multiplies by 0.1 at HEAD (since 6e900e6, 2023-09-27) and by 0.25 from "
+            "ed2f39e (2023-05-23), as the paper's Appendix C.4 says: which produced the tables cannot be told; "
+            "fdabench follows HEAD"
         ),
         "hparams.target_batch_size": code("scripts/domainbed_exp/run_fedgp_auto_beta.sh, run_fedda_auto.sh"),
         "hparams.scale_alignment": code("main_domain_bed_auto_beta.py:161-162 (the target's updates x lr_T/lr_S)"),
@@ -337,7 +349,10 @@ def _domainbed_rows(auto_target_batch: int, auto_warmup: int = 2) -> dict[str, R
         "oracle": Row(
             "oracle",
             {},
-            code("oracle_domain_bed.py:30-31 (target lr = lr/4), :273-282 (target batch = hparams batch_size), no warm-up"),
+            code(
+                "oracle_domain_bed.py:30-31 (target lr = lr/4), :273-282 (target batch = hparams batch_size), "
+                "no warm-up"
+            ),
             train={"target_lr": 1.25e-5, "target_batch_size": 32, "warmup_rounds": 0},
         ),
         "finetune_offline": Row(
@@ -366,9 +381,10 @@ _DOMAINBED_NOTES = (
     "the auto runs draw their labelled target set from the whole environment and test on 20% of the rest "
     "(main_domain_bed_auto_beta.py:371-393), the other rows label a fraction of the 80% 'in' split: different target "
     "samples for the same seed; fdabench uses one split for every row",
-    "the paper's text gives per-domain auto lr factors (ColoredMNIST 0.1/0.5/0.25, VLCS and TerraIncognita 0.25) and "
-    "ColoredMNIST target batch 2; the code at HEAD multiplies by 0.1 everywhere (x 0.25 in its earlier commits) and the "
-    "script uses batch 1: the code at HEAD is recorded",
+    "the paper's text (Appendix C.4) gives per-domain auto lr factors (ColoredMNIST 0.1/0.5/0.25, VLCS and "
+    "TerraIncognita 0.25) and auto target batches 2/4/8; main_domain_bed_auto_beta.py multiplied by 0.25 from ed2f39e "
+    "(2023-05-23) and by 0.1 from 6e900e6 (2023-09-27) to HEAD, and the ColoredMNIST script passes batch 1: which "
+    "factor produced the tables cannot be told from the repository, so the factor is recorded as inferred (HEAD's)",
 )
 _DOMAINBED_LINES = {
     "local_epochs": "main_domain_bed.py:193",
@@ -404,7 +420,9 @@ _IMAGE_OPTIONS = {"image_size": 224, "max_per_domain": None, "seed": 0}
 _IMAGE_OPTION_SOURCES = {
     "dataset_options.image_size": code("domainbed/datasets.py (MultipleEnvironmentImageFolder: 224 x 224)"),
     "dataset_options.max_per_domain": code("domainbed/datasets.py (every image of every environment)"),
-    "dataset_options.seed": code("domainbed/datasets.py (every image is kept: no sampling seed, so it selects nothing)"),
+    "dataset_options.seed": code(
+        "domainbed/datasets.py (every image is kept: no sampling seed, so it selects nothing)"
+    ),
 }
 
 
@@ -475,11 +493,17 @@ _BETA_SWEEP_SOURCE = paper("Tables 9-11: --proj_w β of main_domain_bed.py (no �
 
 
 def _colored_beta_rows() -> dict[str, Row]:
-    rows = _fixed_rows(_BETA_SWEEP_SOURCE, betas=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0), fedgp_betas=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0))
+    rows = _fixed_rows(
+        _BETA_SWEEP_SOURCE, betas=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0), fedgp_betas=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    )
     for name in ("fedda_0", "fedgp_0"):  # β = 0 runs main_domain_bed.py's --proj_w 0 path: no warm-up
         row = rows[name]
         rows[name] = Row(
-            row.algorithm, row.hparams, row.source, train={"warmup_rounds": 0}, provenance={"train.warmup_rounds": _NO_WARMUP}
+            row.algorithm,
+            row.hparams,
+            row.source,
+            train={"warmup_rounds": 0},
+            provenance={"train.warmup_rounds": _NO_WARMUP},
         )
     return rows
 
@@ -583,9 +607,13 @@ _FED_HEART = Protocol(
     rows=_heart_rows(),
     provenance={
         "dataset": _heart("main_flamby_heart.py:22-32, :283 (FLamby's FedHeartDisease)"),
-        "dataset_options.rows": _heart("main_flamby_heart.py:283 (FLamby's rows: complete rows, slope/ca/thal dropped)"),
+        "dataset_options.rows": _heart(
+            "main_flamby_heart.py:283 (FLamby's rows: complete rows, slope/ca/thal dropped)"
+        ),
         "dataset_options.auxiliary": _heart("main_flamby_heart.py:326 (BaselineLoss on the label only)"),
-        "partitioner": _heart("main_flamby_heart.py:219, :258-288 (--test_envs: the target centre, the others sources)"),
+        "partitioner": _heart(
+            "main_flamby_heart.py:219, :258-288 (--test_envs: the target centre, the others sources)"
+        ),
         "partition.holdout_fraction": _heart("main_flamby_heart.py:260, :273 (FLamby's fixed train/test split)"),
         "partition.holdout_split": _heart("main_flamby_heart.py:260, :273 (FLamby's fixed train/test split)"),
         "partition.target_labelled": _heart("main_flamby_heart.py:220-221, :261-265 (--uda_holdout_fraction 0.2)"),
@@ -806,7 +834,8 @@ PROTOCOLS: dict[str, Protocol] = {
     "fmnist_source_labels": _source_labels_protocol(),
 }
 PROTOCOLS["fmnist_filter_ablation"] = _filter_ablation(
-    PROTOCOLS["fmnist_noise"], "FedGP paper Section 5.3 / Figure 4 (Fashion-MNIST): FedDA, FedGP with and without filter"
+    PROTOCOLS["fmnist_noise"],
+    "FedGP paper Section 5.3 / Figure 4 (Fashion-MNIST): FedDA, FedGP with and without filter",
 )
 PROTOCOLS["cifar10_filter_ablation"] = _filter_ablation(
     PROTOCOLS["cifar10_noise"], "FedGP paper Section 5.3 / Figure 4 (CIFAR-10): FedDA, FedGP with and without filter"

@@ -11,7 +11,9 @@ _NO_DRIVER = "no driver for this dataset is public"
 _WEAK_ROWS = {
     "source_only": Row("source_only", {}, paper("Table 5/6 'FedAvg'")),
     "fedavg_finetune": Row(
-        "fedavg_finetune", {}, paper("Table 5/6 'FedAvg_Finetune': the target fine-tunes the sources' FedAvg every round")
+        "fedavg_finetune",
+        {},
+        paper("Table 5/6 'FedAvg_Finetune': the target fine-tunes the sources' FedAvg every round"),
     ),
     "gp": Row(
         "gp",
@@ -32,12 +34,18 @@ _WEAK_NOTES = (
 _TRAINER_SOURCES = {
     "train.optimizer": code(f"{_TRAINER}: a new Adam optimiser per call", commit="HEAD", repository=WEAK_CODE),
     "train.weight_decay": code(f"{_TRAINER}: Adam's default", commit="HEAD", repository=WEAK_CODE),
-    "train.momentum": code(f"{_TRAINER}: Adam takes no momentum (SGD's momentum is unused)", commit="HEAD", repository=WEAK_CODE),
+    "train.momentum": code(
+        f"{_TRAINER}: Adam takes no momentum (SGD's momentum is unused)", commit="HEAD", repository=WEAK_CODE
+    ),
     "train.local_epochs": code(f"{_TRAINER}: one local epoch", commit="HEAD", repository=WEAK_CODE),
     "train.target_local_epochs": code(f"{_TRAINER}: one local epoch", commit="HEAD", repository=WEAK_CODE),
     "train.final_rounds": paper("FedGP paper Appendix C.2 (the same authors): the average of the last 5 epochs"),
-    "train.server_momentum": code(f"{_TRAINER}: the averaged weights become the global model", commit="HEAD", repository=WEAK_CODE),
-    "train.server_lr": code(f"{_TRAINER}: the averaged weights become the global model", commit="HEAD", repository=WEAK_CODE),
+    "train.server_momentum": code(
+        f"{_TRAINER}: the averaged weights become the global model", commit="HEAD", repository=WEAK_CODE
+    ),
+    "train.server_lr": code(
+        f"{_TRAINER}: the averaged weights become the global model", commit="HEAD", repository=WEAK_CODE
+    ),
 }
 
 _AMAZON = Protocol(
@@ -73,7 +81,9 @@ _AMAZON = Protocol(
             ),
         ),
         "fada": Row(
-            "fada", {}, paper("Table 5 'FADA' (Peng et al. 2020): no fdabench method runs it, so the row stays unmatched")
+            "fada",
+            {},
+            paper("Table 5 'FADA' (Peng et al. 2020): no fdabench method runs it, so the row stays unmatched"),
         ),
     },
     provenance={
@@ -123,7 +133,12 @@ _MNIST_NONIID = Protocol(
         "noise_mode": "fixed",
     },
     train=_train(
-        model="fmnist_cnn", model_options={}, source_lr=0.01, target_lr=0.005, source_batch_size=64, target_batch_size=16
+        model="fmnist_cnn",
+        model_options={},
+        source_lr=0.01,
+        target_lr=0.005,
+        source_batch_size=64,
+        target_batch_size=16,
     ),
     rows=dict(_WEAK_ROWS),
     provenance={

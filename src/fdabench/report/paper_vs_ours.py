@@ -1,0 +1,363 @@
+"""Published vs ours: every cell with a published number against it, per published table how many rows are
+matched and on which settings, the largest gaps with their measured cause, and each method's average rank.
+
+A row is "on the published settings" when its cells ran the row's recorded protocol (no change flagged) and
+every setting of that record is read in the authors' code or the paper; a row whose record holds a setting
+fdabench inferred is counted apart, with the inferred settings named (`fdabench.paper.record`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+from fdabench.cells import read_cell
+from fdabench.paper.gaps import MEASURED_CAUSES
+from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
+from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value
+from fdabench.report.tables import AVERAGE, html_page
+
+WITHIN_POINTS = 3.0  # "within 3 points" of the published number (seeds move FMNIST cells by about ±3)
+LARGEST_GAPS = 3  # per table, the gaps the summary names
+COLUMNS = [
+    "published_table",
+    "experiment",
+    "target",
+    "method",
+    "method_key",
+    "published",
+    "ours_mean",
+    "ours_std",
+    "n_seeds",
+    "difference",
+    "changes",
+    "inferred",
+]
+SUMMARY_COLUMNS = [
+    "published_table",
+    "source",
+    "published_rows",
+    "matched",
+    "on_published_settings",
+    "on_inferred_settings",
+    "within_3_points",
+    "within_3_points_inferred",
+]
+
+
+def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
+    """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
+    seeds, in %), seeds, the difference ours − published, `changes`: where the runs' setting departs from the
+    published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
+    empty when none)."""
+    rows = []
+    for path in paths:
+        cell = read_cell(path)
+        config = cell["config"]
+        key = config.get("published")
+        value = published_value(key, config["target"], config) if key else None
+        if value is None:
+            continue
+        rows.append(
+            {
+                "published_table": key,
+                "experiment": config["experiment"],
+                "target": config["target"],
+                "method": config["method"],
+                "method_key": method_key(config),
+                "seed": config["seed"],
+                "ours": 100 * cell["final"],
+                "published": value,
+                "changes": "; ".join(changes_from_published(config, cell.get("model", {}).get("options"))),
+                "inferred": "; ".join(inferred_for(config)),
+            }
+        )
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = pd.DataFrame(rows)
+    frame = pd.concat([frame, _published_average_rows(frame)], ignore_index=True)
+    keys = ["published_table", "experiment", "target", "method", "method_key", "published", "changes", "inferred"]
+    table = frame.groupby(keys, sort=False)["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    table["difference"] = table["ours_mean"] - table["published"]
+    return table[COLUMNS]
+
+
+def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of target "Avg" for published averages: per seed, the mean over every target the published row
+    covers (seeds missing a target are left out), as the published table averages its targets."""
+    averages = []
+    keys = ["published_table", "experiment", "method", "method_key", "changes", "inferred"]
+    for (table, experiment, method, key, changes, inferred), group in frame.groupby(keys, sort=False):
+        value = PUBLISHED_AVERAGES.get(table, {}).get(key)
+        if value is None:
+            continue
+        targets = {target for target, methods in PUBLISHED[table].items() if key in methods}
+        for seed, runs in group.groupby("seed", sort=False):
+            if set(runs["target"]) >= targets:
+                averages.append(
+                    {
+                        "published_table": table,
+                        "experiment": experiment,
+                        "target": AVERAGE,
+                        "method": method,
+                        "method_key": key,
+                        "seed": seed,
+                        "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(),
+                        "published": value,
+                        "changes": changes,
+                        "inferred": inferred,
+                    }
+                )
+    return pd.DataFrame(averages, columns=frame.columns)
+
+
+def _rows_of(frame: pd.DataFrame) -> int:
+    return frame[["target", "method_key"]].drop_duplicates().shape[0]
+
+
+def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per published table: its published rows (target x method key), the rows this suite's cells matched,
+    those on the published settings (no change flagged, every recorded setting from the code or the paper),
+    those on a record that holds an inferred setting, and how many of each are within WITHIN_POINTS."""
+    rows = []
+    for key in dict.fromkeys(table["published_table"]):
+        ours = table[(table["published_table"] == key) & (table["target"] != AVERAGE)]
+        unchanged = ours[ours["changes"] == ""]
+        faithful, inferred = unchanged[unchanged["inferred"] == ""], unchanged[unchanged["inferred"] != ""]
+        # a row matched on the published settings by one cell never counts again as resting on an inference
+        row_keys = ["target", "method_key"]
+        inferred = inferred[~inferred.set_index(row_keys).index.isin(faithful.set_index(row_keys).index)]
+        close = lambda frame: frame[frame["difference"].abs() <= WITHIN_POINTS]
+        rows.append(
+            {
+                "published_table": key,
+                "source": SOURCES.get(key, ""),
+                "published_rows": sum(len(methods) for methods in PUBLISHED.get(key, {}).values()),
+                "matched": _rows_of(ours),
+                "on_published_settings": _rows_of(faithful),
+                "on_inferred_settings": _rows_of(inferred),
+                "within_3_points": _rows_of(close(faithful)),
+                "within_3_points_inferred": _rows_of(close(inferred)),
+            }
+        )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def largest_gaps(table: pd.DataFrame, count: int = LARGEST_GAPS) -> pd.DataFrame:
+    """Per published table, the `count` rows on the published record (no change flagged) furthest from their
+    published number and more than WITHIN_POINTS off, with the measured cause where one is recorded."""
+    ours = table[(table["changes"] == "") & (table["target"] != AVERAGE)].copy()
+    ours["gap"] = ours["difference"].abs()
+    ours = ours[ours["gap"] > WITHIN_POINTS].sort_values(["published_table", "gap"], ascending=[True, False])
+    picked = ours.groupby("published_table", sort=False).head(count)
+    causes = [
+        MEASURED_CAUSES.get((row.published_table, row.target, row.method_key), "no cause measured yet")
+        for row in picked.itertuples()
+    ]
+    return picked.assign(cause=causes)[["published_table", "target", "method", "difference", "cause"]]
+
+
+def average_ranks(tidy: pd.DataFrame) -> pd.DataFrame:
+    """DomainBed-style average rank: in every (experiment, target) column each method is ranked by its mean
+    (1 = best, ties share the mean rank), and ranks are averaged over the columns a method ran in.
+    `tidy` has one row per (experiment, target, method) with the column `mean`."""
+    if tidy.empty:
+        return pd.DataFrame(columns=["method", "average_rank", "columns"])
+    ranked = tidy.assign(rank=tidy.groupby(["experiment", "target"])["mean"].rank(ascending=False, method="average"))
+    ranks = ranked.groupby("method")["rank"].agg(average_rank="mean", columns="count").reset_index()
+    return ranks.sort_values(["average_rank", "method"]).reset_index(drop=True)
+
+
+def suite_means(paths: Iterable[str]) -> pd.DataFrame:
+    """One row per (experiment, target, method) of the cells: the mean final metric over seeds, in %."""
+    records = []
+    for path in paths:
+        cell = read_cell(path)
+        config = cell["config"]
+        records.append(
+            {
+                "experiment": config["experiment"],
+                "target": config["target"],
+                "method": config["method"],
+                "value": 100 * cell["final"],
+            }
+        )
+    if not records:
+        return pd.DataFrame(columns=["experiment", "target", "method", "mean"])
+    frame = pd.DataFrame(records)
+    return frame.groupby(["experiment", "target", "method"], sort=False)["value"].mean().rename("mean").reset_index()
+
+
+PAPER_VS_OURS_TITLE = "Published vs ours (target test accuracy, %)"
+MATCHED_NOTE = (
+    "Matched: published rows (target x method) that cells of this suite ran. On the published settings: matched by a "
+    "row with no [k] mark whose recorded settings all come from the authors' code or the paper. On inferred settings: "
+    "matched by a row with no [k] mark whose record holds a setting fdabench inferred (the rows marked (i...)). Within "
+    "3 points: those of each kind whose mean over seeds is within 3 points of the published number."
+)
+
+
+def _legend(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(value for value in values if value))
+
+
+def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """`paper_vs_ours` for reading: the per-table summary, the rows (formatted; a method marked [k] ran the
+    setting change k, one marked (ik) rests on the inferred settings ik) and the notes."""
+    summary = paper_vs_ours_summary(table).rename(
+        columns={
+            "published_table": "published table",
+            "published_rows": "published rows",
+            "on_published_settings": "on the published settings",
+            "on_inferred_settings": "on inferred settings",
+            "within_3_points": "within 3 points",
+            "within_3_points_inferred": "within 3 points (inferred)",
+        }
+    )
+    changes, inferred = _legend(table["changes"]), _legend(table["inferred"])
+
+    def marked(method: str, change: str, inference: str) -> str:
+        mark = f" [{changes.index(change) + 1}]" if change else ""
+        return method + mark + (f" (i{inferred.index(inference) + 1})" if inference and not change else "")
+
+    rows = pd.DataFrame(
+        {
+            "published table": table["published_table"],
+            "target": table["target"],
+            "method": [marked(*values) for values in zip(table["method"], table["changes"], table["inferred"])],
+            "published": [f"{value:.2f}" for value in table["published"]],
+            "ours": [
+                f"{mean:.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
+                for mean, std in zip(table["ours_mean"], table["ours_std"], strict=True)
+            ],
+            "seeds": table["n_seeds"].astype(str),
+            "difference": [f"{value:+.2f}" for value in table["difference"]],
+        }
+    )
+    notes = ["Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
+    if changes:
+        notes.append(
+            "Rows marked [k] ran a setting other than the published protocol of their row "
+            "(`fdabench.paper.protocols`), so their difference measures that change as well as any reproduction gap:"
+        )
+        notes += [f"- [{k}] {change}." for k, change in enumerate(changes, start=1)]
+    if inferred:
+        notes.append(
+            "Rows marked (ik) ran their row's recorded protocol, but that record holds settings nothing public fixes; "
+            "fdabench inferred them (value, and why):"
+        )
+        notes += [f"- (i{k}) {inference}." for k, inference in enumerate(inferred, start=1)]
+    protocol_notes = _protocol_notes(list(dict.fromkeys(table["published_table"])))
+    if protocol_notes:
+        notes.append("Known differences from the published code that no setting expresses (every row of the table):")
+        notes += [f"- {key}: {note}." for key, note in protocol_notes]
+    return summary, rows, notes
+
+
+def _markdown_rows(frame: pd.DataFrame, alignments: list[str]) -> list[str]:
+    return [
+        "| " + " | ".join(frame.columns) + " |",
+        "|" + "|".join(alignments) + "|",
+        *("| " + " | ".join(str(value) for value in row) + " |" for row in frame.itertuples(index=False)),
+    ]
+
+
+def _gaps_for_reading(table: pd.DataFrame) -> pd.DataFrame:
+    gaps = largest_gaps(table)
+    return pd.DataFrame(
+        {
+            "published table": gaps["published_table"],
+            "target": gaps["target"],
+            "method": gaps["method"],
+            "difference": [f"{value:+.2f}" for value in gaps["difference"]],
+            "measured cause": gaps["cause"],
+        }
+    )
+
+
+def _ranks_for_reading(ranks: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "method": ranks["method"],
+            "average rank": [f"{value:.2f}" for value in ranks["average_rank"]],
+            "columns": ranks["columns"].astype(str),
+        }
+    )
+
+
+RANK_NOTE = (
+    "Average rank (DomainBed style): in every column (experiment x target) of the suite's cells, methods are ranked by "
+    "their mean (1 = best; ties share the mean rank); a method's ranks are averaged over the columns it ran in."
+)
+
+
+def paper_vs_ours_markdown(table: pd.DataFrame, ranks: pd.DataFrame | None = None) -> str:
+    lines = [f"### {PAPER_VS_OURS_TITLE}", ""]
+    if table.empty:
+        return "\n".join(lines + ["No cell of this suite has a published number."]) + "\n"
+    summary, rows, notes = paper_vs_ours_layout(table)
+    lines += _markdown_rows(summary, ["---", "---", *["---:"] * (len(summary.columns) - 2)])
+    lines += ["", MATCHED_NOTE, ""]
+    gaps = _gaps_for_reading(table)
+    if not gaps.empty:
+        lines += ["#### Largest gaps (rows on their published record, more than 3 points off)", ""]
+        lines += _markdown_rows(gaps, ["---", "---", "---", "---:", "---"]) + [""]
+    if ranks is not None and not ranks.empty:
+        lines += ["#### Average rank over every table of the suite", "", RANK_NOTE, ""]
+        lines += _markdown_rows(_ranks_for_reading(ranks), ["---", "---:", "---:"]) + [""]
+    lines += ["#### Every row", ""]
+    lines += _markdown_rows(rows, ["---", "---", "---", "---:", "---:", "---:", "---:"])
+    for note in notes:  # a paragraph each, except list items, which follow their lead line
+        lines += [note] if note.startswith("- ") else ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def paper_vs_ours_html(table: pd.DataFrame, ranks: pd.DataFrame | None = None) -> str:
+    if table.empty:
+        return html_page([], ["No cell of this suite has a published number."])
+    summary, rows, notes = paper_vs_ours_layout(table)
+    sections = [(summary, PAPER_VS_OURS_TITLE, False)]
+    gaps = _gaps_for_reading(table)
+    if not gaps.empty:
+        sections.append((gaps, "Largest gaps (rows on their published record, more than 3 points off)", False))
+    if ranks is not None and not ranks.empty:
+        sections.append((_ranks_for_reading(ranks), "Average rank over every table of the suite", False))
+    sections.append((rows, "Every row", False))
+    return html_page(sections, [MATCHED_NOTE, RANK_NOTE, *notes])
+
+
+def _protocol_notes(keys: list[str]) -> list[tuple[str, str]]:
+    return [(key, note) for key in keys if key in PROTOCOLS for note in PROTOCOLS[key].notes]
+
+
+STATUS_BEGIN = "<!-- reproduction-status: generated by `fdabench compare --status`; do not edit by hand -->"
+STATUS_END = "<!-- end of reproduction-status -->"
+
+
+def status_table(summary: pd.DataFrame, suite: str) -> str:
+    """The README's reproduction status: one line per published table of the summary, counts as computed."""
+    lines = [
+        f"Suite `{suite}` (`results/{suite}/paper_vs_ours.md`):",
+        "",
+        "| published table | published rows | matched | on the published settings (within 3 points) | on inferred "
+        "settings (within 3 points) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in summary.itertuples(index=False):
+        lines.append(
+            f"| {row.source or row.published_table} | {row.published_rows} | {row.matched} | "
+            f"{row.on_published_settings} ({row.within_3_points}) | {row.on_inferred_settings} "
+            f"({row.within_3_points_inferred}) |"
+        )
+    return "\n".join(lines)
+
+
+def replace_status(readme: str, block: str) -> str:
+    """`readme` with the text between the status markers replaced by `block` (markers kept)."""
+    if STATUS_BEGIN not in readme or STATUS_END not in readme:
+        raise ValueError(f"the README has no reproduction-status markers ({STATUS_BEGIN!r} ... {STATUS_END!r})")
+    head, rest = readme.split(STATUS_BEGIN, 1)
+    _, tail = rest.split(STATUS_END, 1)
+    return f"{head}{STATUS_BEGIN}\n{block}\n{STATUS_END}{tail}"

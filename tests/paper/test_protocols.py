@@ -1,0 +1,133 @@
+"""The protocol records: every setting has a source, and the corrections read in the authors' code hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from fdabench.paper.protocols import (
+    PROTOCOLS,
+    inferred_settings,
+    missing_provenance,
+    published_settings,
+    settings_provenance,
+    stale_provenance,
+)
+from fdabench.paper.published import PUBLISHED
+from fdabench.paper.record import FED_HEART_COMMIT, Protocol, Row, Source, code, inferred, paper
+
+
+@pytest.mark.parametrize("key", sorted(PROTOCOLS))
+def test_every_recorded_setting_names_its_source(key):
+    protocol = PROTOCOLS[key]
+    for name, row in protocol.rows.items():
+        assert missing_provenance(protocol, row) == [], (key, name)
+    assert stale_provenance(protocol) == [], key
+
+
+def test_a_record_entry_with_no_provenance_is_found():
+    row = Row("fedda", {"beta": 0.5}, code("main.py:1"))
+    protocol = Protocol(
+        citation="t",
+        dataset="d",
+        dataset_options={"size": 3},
+        partitioner="p",
+        partition={"clients": 2},
+        train={"rounds": 5, "source_lr": 0.1},
+        rows={"fedda_0.5": row},
+        provenance={"dataset": paper("Table 1"), "partitioner": paper("Table 1"), "partition.clients": paper("T")},
+    )
+    assert missing_provenance(protocol, row) == ["dataset_options.size", "train.rounds", "train.source_lr"]
+    typo = Protocol(**{**protocol.__dict__, "provenance": {**protocol.provenance, "train.round": paper("T")}})
+    assert stale_provenance(typo) == ["train.round"]
+
+
+def test_sources_say_what_they_cite():
+    with pytest.raises(ValueError, match="provenance kind"):
+        Source("guess", "x")
+    with pytest.raises(ValueError, match="needs the repository and the commit"):
+        Source("code", "main.py:1")
+    with pytest.raises(ValueError, match="needs its citation or reason"):
+        inferred(" ")
+    assert str(code("main.py:3", "abc1234")) == "code: jackyzyb/AutoFedGP main.py:3 @abc1234"
+
+
+def test_inferred_settings_name_the_value_and_the_reason():
+    ablation = PROTOCOLS["fmnist_filter_ablation"]
+    assert inferred_settings(ablation, ablation.rows["fedgp_0.5"]) == []
+    unfiltered = inferred_settings(ablation, ablation.rows["fedgp_0.5_unfiltered"])
+    assert [entry.split(" (")[0] for entry in unfiltered] == [
+        "hparams.mode = cosine_scaled",
+        "hparams.scale_alignment = steps_and_lr",
+    ]
+    assert "no code for this row is public" in unfiltered[0]
+
+
+# --- corrections read in the authors' code (each fails on the value the record held before) --------------
+
+
+def test_fed_heart_is_the_authors_main_flamby_heart_protocol():
+    heart = PROTOCOLS["fed_heart"]
+    fedda = published_settings(heart, heart.rows["fedda_0.5"])
+    assert {key: fedda["train"][key] for key in ("source_batch_size", "target_batch_size", "warmup_rounds")} == {
+        "source_batch_size": 4,
+        "target_batch_size": 4,
+        "warmup_rounds": 5,
+    }
+    assert fedda["train"]["source_lr"] == fedda["train"]["target_lr"] == 1e-3
+    assert fedda["partition"]["standardize"] == "per_domain"  # FLamby normalises each centre by its own training split
+    for key in ("fedda_auto", "fedgp_auto"):
+        auto = heart.rows[key]
+        assert auto.algorithm == key  # the plain rule, not the thresholded one
+        assert auto.hparams["target_batch_size"] == 1 and auto.hparams["lr_decay_after_warmup"] == 1.0
+    sources = settings_provenance(heart, heart.rows["fedda_0.5"])
+    assert sources["train.source_batch_size"].kind == "code" and sources["train.source_batch_size"].commit == (
+        FED_HEART_COMMIT
+    )
+    assert sources["partition.target_labelled_overrides.switzerland"].kind == "paper"  # no code path sets 100%
+
+
+def test_vlcs_printed_s_column_is_voc2007_and_v_is_sun09():
+    vlcs = PUBLISHED["vlcs"]
+    assert (vlcs["SUN09"]["source_only"], vlcs["VOC2007"]["source_only"]) == (70.24, 69.10)
+    assert (vlcs["SUN09"]["oracle"], vlcs["VOC2007"]["oracle"]) == (78.65, 82.71)
+    assert vlcs["VOC2007"]["kd3a"] == 80.5 and "kd3a" not in vlcs["SUN09"]  # Table 1 prints C and S only
+
+
+@pytest.mark.parametrize("key", ["vlcs", "terra_incognita"])
+def test_domainbed_oracle_runs_lr_over_4_and_the_hparams_batch(key):
+    protocol = PROTOCOLS[key]
+    train = published_settings(protocol, protocol.rows["oracle"])["train"]
+    assert (train["target_lr"], train["target_batch_size"], train["warmup_rounds"]) == (1.25e-5, 32, 0)
+
+
+def test_colored_mnist_beta_0_rows_skip_the_warm_up():
+    sweep = PROTOCOLS["colored_mnist_beta"]
+    for key in ("fedda_0", "fedgp_0"):
+        assert published_settings(sweep, sweep.rows[key])["train"]["warmup_rounds"] == 0
+    assert published_settings(sweep, sweep.rows["fedgp_0.2"])["train"]["warmup_rounds"] == 2
+
+
+def test_terra_incognita_warm_up_and_the_domainbed_auto_factor_are_documented():
+    terra = PROTOCOLS["terra_incognita"]
+    fixed, auto = terra.rows["fedgp_0.5"], terra.rows["fedgp_auto"]
+    assert published_settings(terra, fixed)["train"]["warmup_rounds"] == 2
+    assert published_settings(terra, auto)["train"]["warmup_rounds"] == 5
+    assert "main_domain_bed.py:358-365" in settings_provenance(terra, fixed)["train.warmup_rounds"].where
+    assert any("Appendix C.2 says 5" in note for note in terra.notes)
+    factor = settings_provenance(terra, auto)["hparams.lr_decay_after_warmup"]
+    assert factor.kind == "inferred" and "0.25" in factor.where and "6e900e6" in factor.where
+
+
+def test_table_14_and_the_filter_ablation_are_recorded():
+    labels = PROTOCOLS["fmnist_source_labels"]
+    assert labels.partition["target_share"] == "all"
+    assert set(PUBLISHED["fmnist_source_labels"]) == {f"noise0.4-label{k}" for k in (9, 7, 3, 5)}
+    assert PUBLISHED["fmnist_source_labels"]["noise0.4-label3"]["fedgp_0.5"] == 64.43
+    ablation = PROTOCOLS["fmnist_filter_ablation"]
+    assert ablation.rows["fedgp_0.5_unfiltered"].hparams["filter"] is False
+    assert ablation.rows["fedgp_0.5"].hparams["filter"] is True
+    assert PUBLISHED["fmnist_filter_ablation"]["noise0.4"] == {
+        "fedda_0.5": 58.60,
+        "fedgp_0.5_unfiltered": 69.51,
+        "fedgp_0.5": 71.09,
+    }
