@@ -369,3 +369,13 @@ def test_the_readme_status_block_is_replaced_between_its_markers():
     )
     with pytest.raises(ValueError, match="no reproduction-status markers"):
         replace_status("no markers", block)
+
+
+def test_the_readme_reproduction_status_is_the_committed_summary_rendered(repo_root):
+    """The README's status block is generated (`fdabench compare --summary-csv ... --readme ...`): it must equal
+    what the committed summary renders, so no count in it is typed by hand."""
+    summary_path = repo_root / "docs" / "reproduction" / "paper_cpu.csv"
+    summary = pd.read_csv(summary_path, keep_default_na=False)
+    readme = (repo_root / "README.md").read_text()
+    block = readme.split(STATUS_BEGIN, 1)[1].split(STATUS_END, 1)[0].strip()
+    assert block == status_table(summary, "paper_cpu")
