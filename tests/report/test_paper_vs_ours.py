@@ -117,8 +117,8 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
         _write(tmp_path, {**config, "method": "fedgp_b0.3", "hparams": {**config["hparams"], "beta": 0.3}}, 0.6, "b03")
     )
     table = paper_vs_ours(paths)
-    assert list(table["method"]) == ["fedgp_cosine", "fedgp"]  # β = 0.3 has no published number
-    faithful, flagged = table.iloc[0], table.iloc[1]
+    assert list(table["method"]) == ["fedgp", "fedgp_cosine"]  # β = 0.3 has no published number; rows by method
+    flagged, faithful = table.iloc[0], table.iloc[1]
     assert faithful["published"] == 71.09 and faithful["ours_mean"] == pytest.approx(71.0) and faithful["n_seeds"] == 2
     assert faithful["changes"] == "" and flagged["changes"] == "hparams.mode = projection (published cosine_scaled)"
     markdown = paper_vs_ours_markdown(table)

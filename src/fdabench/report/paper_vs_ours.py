@@ -81,7 +81,20 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     keys = ["published_table", "experiment", "target", "method", "method_key", "published", "changes", "inferred"]
     table = frame.groupby(keys, sort=False)["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
     table["difference"] = table["ours_mean"] - table["published"]
-    return table[COLUMNS]
+    return _in_published_order(table)[COLUMNS]
+
+
+def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows by published table (first seen), target (the published table's column order, Avg last), method."""
+    tables = list(dict.fromkeys(table["published_table"]))
+    target_order = {
+        (key, target): position for key in tables for position, target in enumerate([*PUBLISHED.get(key, {}), AVERAGE])
+    }
+    order = table.assign(
+        _table=table["published_table"].map(tables.index),
+        _target=[target_order.get(pair, len(target_order)) for pair in zip(table["published_table"], table["target"])],
+    )
+    return order.sort_values(["_table", "_target", "experiment", "method"], kind="stable").reset_index(drop=True)
 
 
 def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
