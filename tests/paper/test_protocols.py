@@ -83,7 +83,10 @@ def test_fed_heart_is_the_authors_main_flamby_heart_protocol():
     assert sources["train.source_batch_size"].kind == "code" and sources["train.source_batch_size"].commit == (
         FED_HEART_COMMIT
     )
-    assert sources["partition.target_labelled_overrides.switzerland"].kind == "paper"  # no code path sets 100%
+    # the code labels 20% of every centre (the paper's text says 100% for centre 2; the published column is 20%'s)
+    assert fedda["partition"]["target_labelled"] == 0.2
+    assert fedda["partition"]["target_labelled_overrides"] == {"switzerland": 0.2}
+    assert sources["partition.target_labelled_overrides.switzerland"].kind == "code"
 
 
 def test_vlcs_printed_s_column_is_voc2007_and_v_is_sun09():

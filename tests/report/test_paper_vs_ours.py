@@ -228,6 +228,7 @@ def test_the_paper_suites_run_the_published_protocol_except_the_marked_variants(
         "train.target_batch_size = 8 (published 4)",
         "train.warmup_rounds = 2 (published 5)",
         "hparams.target_batch_size = unset (published 1)",
+        "partition.target_labelled_overrides.switzerland = 1.0 (published 0.2)",
     }
     seen: dict[str, set[str]] = {}
     seen_variant: set[str] = set()
