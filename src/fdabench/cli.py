@@ -129,6 +129,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.federation.checkpoint import checkpoint_path
     from fdabench.gpus import pin
     from fdabench.io import write_json_atomic
+    from fdabench.plugin_fingerprint import cell_code
     from fdabench.runner import CellInputError, run_cell
 
     config = args.cell
@@ -157,6 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
+    result["code"] = cell_code(config).to_json()  # the runner's, plus a plugin's modules (fdabench.plugin_fingerprint)
     write_json_atomic(args.output, result)
     checkpoint.unlink(missing_ok=True)
     print(

@@ -1,0 +1,94 @@
+"""Plugins: methods, datasets, partitioners and models registered by an installed package through Python entry
+points, so a researcher's own component runs in the pipeline without a fork (docs/extending.md).
+
+A plugin package declares, in its pyproject.toml,
+
+    [project.entry-points."fdabench.methods"]
+    fedgp_nofilter = "my_package.method:FedGPNoFilter"
+
+with the groups of `GROUPS`; the entry point's name is the member's registered name (its `name`, or a model
+factory's function name). Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads
+its groups when it is imported, so plugins are registered before params.yaml is validated and wherever a
+name is looked up (the CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped
+registries alone). A plugin's modules are part of the code fingerprint of the cells that use it
+(`fdabench.cell_code`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from fdabench.registry import Registry, member_name
+
+#: entry-point group -> the registry (by family name) its members join
+GROUPS = {
+    "fdabench.methods": "method",
+    "fdabench.datasets": "dataset",
+    "fdabench.partitioners": "partitioner",
+    "fdabench.models": "model",
+}
+SWITCH = "FDABENCH_PLUGINS"  # "0": load no plugin
+PACKAGE = "fdabench"
+
+
+class PluginError(RuntimeError):
+    """An installed plugin that cannot be loaded or registered; the message names the fix."""
+
+
+def plugins_enabled() -> bool:
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+def group_of(registry: Registry) -> str:
+    return next(group for group, family in GROUPS.items() if family == registry.family)
+
+
+def load_plugins(registry: Registry) -> list[str]:
+    """Register every installed entry point of `registry`'s group (once); the names added."""
+    if not plugins_enabled():
+        return []
+    added = []
+    for entry_point in sorted(entry_points(group=group_of(registry)), key=lambda point: point.name):
+        member = _load(entry_point)
+        if entry_point.name in registry and registry.get(entry_point.name) is member:
+            continue  # its module registered it with the decorator, or it was loaded before
+        name = member_name(member)
+        if name != entry_point.name:
+            raise PluginError(
+                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}) loads a "
+                f"{registry.family} registered as {name!r}; name the entry point {name!r}"
+            )
+        try:
+            registry.register(member)
+        except ValueError:
+            raise PluginError(
+                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}): a "
+                f"{registry.family} {name!r} exists already; give the plugin's {registry.family} another name"
+            ) from None
+        added.append(name)
+    return added
+
+
+def _load(entry_point: EntryPoint) -> Any:
+    try:
+        return entry_point.load()
+    except Exception as error:
+        distribution = entry_point.dist.name if entry_point.dist else "its package"
+        raise PluginError(
+            f"the {entry_point.group} plugin {entry_point.name!r} ({entry_point.value}, from {distribution}) "
+            f"failed to load: {type(error).__name__}: {error}. Fix or uninstall {distribution} "
+            f"(pip uninstall {distribution}), or run with {SWITCH}=0 to load no plugin"
+        ) from error
+
+
+def is_shipped(member: Any) -> bool:
+    """Whether a registered member is written in the fdabench package (not in a plugin)."""
+    return inspect.unwrap(member).__module__.split(".")[0] == PACKAGE
+
+
+def shipped_names(registry: Registry) -> list[str]:
+    """The names of `registry` that fdabench itself registers (the registry without plugins)."""
+    return [name for name, member in registry.items() if is_shipped(member)]
