@@ -22,6 +22,7 @@ def _json_argument(text: str) -> Any:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
+    from fdabench.plugins import loaded_plugins
 
     params = load_params(args.params)
     cells = list(params.cells())
@@ -29,6 +30,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, "
         f"{len(cells)} cells"
     )
+    for line in loaded_plugins():
+        print(f"plugin {line}")
     return 0
 
 

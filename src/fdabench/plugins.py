@@ -16,9 +16,11 @@ registries alone). A plugin's modules are part of the code fingerprint of the ce
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 from fdabench.registry import Registry, member_name
@@ -92,3 +94,42 @@ def is_shipped(member: Any) -> bool:
 def shipped_names(registry: Registry) -> list[str]:
     """The names of `registry` that fdabench itself registers (the registry without plugins)."""
     return [name for name, member in registry.items() if is_shipped(member)]
+
+
+#: family -> the package whose __init__.py imports its built-in modules
+BUILTIN_PACKAGES = {"method": "methods", "dataset": "data", "partitioner": "data", "model": "models"}
+
+
+def registration_hint(family: str) -> str:
+    """How a name of one's own becomes a registered `family` member (appended to unknown-name errors)."""
+    group = next(group for group, member_family in GROUPS.items() if member_family == family)
+    return (
+        f"a {family} of your own is registered when its module is imported: import it in "
+        f"src/fdabench/{BUILTIN_PACKAGES[family]}/__init__.py, or declare it in the entry-point group {group} of "
+        f"your package and install that (pip install -e <package>); see docs/extending.md"
+    )
+
+
+def loaded_plugins() -> list[str]:
+    """One line per registered plugin member: group, name and the distribution it comes from."""
+    lines = []
+    for group in GROUPS:
+        for entry_point in sorted(entry_points(group=group), key=lambda point: point.name):
+            distribution = entry_point.dist.name if entry_point.dist else "?"
+            version = entry_point.dist.version if entry_point.dist else "?"
+            lines.append(f"{group}: {entry_point.name} ({distribution} {version})")
+    return lines if plugins_enabled() else []
+
+
+def plugin_source_files() -> list[Path]:
+    """The .py files of every installed plugin's top-level package (found without importing it)."""
+    files: set[Path] = set()
+    for group in GROUPS:
+        for entry_point in entry_points(group=group):
+            spec = importlib.util.find_spec(entry_point.value.split(":")[0].split(".")[0])
+            if spec is None:
+                continue
+            folders = list(spec.submodule_search_locations or [])
+            files |= {Path(spec.origin)} if not folders and spec.origin else set()
+            files |= {path for folder in folders for path in Path(folder).rglob("*.py")}
+    return sorted(files)
