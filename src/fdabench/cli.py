@@ -24,7 +24,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
     from fdabench.plugins import loaded_plugins
 
-    params = load_params(args.params)
+    params = load_params(args.params, layers=args.with_params, suite=args.suite)
     cells = list(params.cells())
     print(
         f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, "
@@ -50,7 +50,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_cells(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
 
-    for cell in load_params(args.params).cells():
+    for cell in load_params(args.params, layers=args.with_params, suite=args.suite).cells():
         print(cell.path)
     return 0
 
@@ -59,7 +59,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
     from fdabench.status import STATES, format_status, suite_status
 
-    params = load_params(args.params)
+    params = load_params(args.params, layers=args.with_params, suite=args.suite)
     states = suite_status(params)
     print(format_status(params, states, show=STATES if args.all else STATES[1:]))
     return 1 if args.check and any(state.state != "current" for state in states) else 0
@@ -460,6 +460,20 @@ def _cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     parser.add_argument("--seed", type=int, help=f"{purpose}: the seed (default: the experiment's first)")
 
 
+def _suite_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument(
+        "--with",
+        dest="with_params",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a params file merged over --params (repeatable), as `snakemake --configfile FILE` merges it: e.g. a "
+        "suite of your own that `extends` a shipped one",
+    )
+    parser.add_argument("--suite", help="the suite to use (default: params `suite`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
@@ -467,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="validate params.yaml and count its cells")
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.set_defaults(handler=cmd_validate)
 
     p = sub.add_parser("schema", help="print (or write) the JSON schema of params.yaml")
@@ -475,13 +489,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_schema)
 
     p = sub.add_parser("cells", help="list the cell result paths of the active suite")
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.set_defaults(handler=cmd_cells)
 
     p = sub.add_parser(
         "status", help="which cells of the active suite are current, stale (other config or code), failed or missing"
     )
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.add_argument("--all", action="store_true", help="list current cells too")
     p.add_argument("--check", action="store_true", help="exit with status 1 unless every cell is current")
     p.set_defaults(handler=cmd_status)

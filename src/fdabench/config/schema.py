@@ -123,6 +123,10 @@ def params_schema() -> dict[str, Any]:
     )
     suite = object_schema(
         {
+            "extends": _name(
+                "a suite this one extends: its settings, with only what this suite gives changed (lists replace, "
+                "mappings merge; given experiments narrow the parent's); fdabench.config.extends"
+            ),
             "seeds": seeds,
             "methods": {**name_list, "description": "default methods of the suite's experiments"},
             "train": train,
