@@ -38,6 +38,7 @@ LAYERS = (
         "fdabench.fingerprint",
         "fdabench.plugin_fingerprint",
         "fdabench.status",
+        "fdabench.testing",
     ),
     ("fdabench.report",),
     ("fdabench.forkserver", "fdabench.runlock", "fdabench.cli", "fdabench.__main__"),

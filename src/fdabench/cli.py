@@ -35,6 +35,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_method(args: argparse.Namespace) -> int:
+    from fdabench.testing import check_method, failures, format_results
+
+    try:
+        results = check_method(args.name, args.hparams)
+    except (KeyError, ValueError) as error:
+        raise SystemExit(f"fdabench: {error}") from None
+    print(format_results(args.name, results))
+    return 1 if failures(results) else 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from fdabench.config import params_schema
     from fdabench.io import write_text_atomic
@@ -483,6 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="validate params.yaml and count its cells")
     _suite_arguments(p)
     p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser(
+        "check-method",
+        help="check a registered round-loop method against the properties of its kind (fdabench.testing): β = 0, "
+        "order of sources, zero and tiny updates, privacy boundary, resume",
+    )
+    p.add_argument("name", help="a registered method (shipped or a plugin's)")
+    p.add_argument("--hparams", type=_json_argument, help="hyper-parameters as JSON (defaults fill the rest)")
+    p.set_defaults(handler=cmd_check_method)
 
     p = sub.add_parser("schema", help="print (or write) the JSON schema of params.yaml")
     p.add_argument("--output", help="write here instead of printing")
