@@ -161,3 +161,7 @@ def test_example_plugin_installs_and_appears_in_validate(tmp_path, repo_root):
     )
     modules = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert "fdabench_fedgp_nofilter.method" in modules and "fdabench_fedgp_nofilter.rule" in modules
+    first = "import fdabench_fedgp_nofilter.method\nfrom fdabench.methods import METHODS\n"
+    first += "print(METHODS.get('fedgp_nofilter'))"
+    imported_first = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True)
+    assert imported_first.returncode == 0 and "FedGPNoFilter" in imported_first.stdout, imported_first.stderr

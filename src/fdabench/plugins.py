@@ -7,11 +7,12 @@ A plugin package declares, in its pyproject.toml,
     fedgp_nofilter = "my_package.method:FedGPNoFilter"
 
 with the groups of `GROUPS`; the entry point's name is the member's registered name (its `name`, or a model
-factory's function name). Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads
-its groups when it is imported, so plugins are registered before params.yaml is validated and wherever a
-name is looked up (the CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped
-registries alone). A plugin's modules are part of the code fingerprint of the cells that use it
-(`fdabench.cell_code`).
+factory's function name). The member is decorated with its registry's `register`, as a shipped one is: a
+plugin's module that is imported before fdabench (its own tests) then registers itself when it finishes.
+Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads its groups when it is
+imported, so plugins are registered before params.yaml is validated and wherever a name is looked up (the
+CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped registries alone). A
+plugin's modules are part of the code fingerprint of the cells that use it (`fdabench.plugin_fingerprint`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,8 @@ def load_plugins(registry: Registry) -> list[str]:
         return []
     added = []
     for entry_point in sorted(entry_points(group=group_of(registry)), key=lambda point: point.name):
+        if _being_imported(entry_point.module):
+            continue  # the plugin's module imported fdabench first; its own `register` decorator registers it
         member = _load(entry_point)
         if entry_point.name in registry and registry.get(entry_point.name) is member:
             continue  # its module registered it with the decorator, or it was loaded before
@@ -72,6 +76,11 @@ def load_plugins(registry: Registry) -> list[str]:
             ) from None
         added.append(name)
     return added
+
+
+def _being_imported(module: str) -> bool:
+    loaded = sys.modules.get(module)
+    return loaded is not None and bool(getattr(getattr(loaded, "__spec__", None), "_initializing", False))
 
 
 def _load(entry_point: EntryPoint) -> Any:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fdabench.methods import Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench_fedgp_nofilter.rule import fedgp_nofilter
 
 
+@METHODS.register  # registered under `name`; the entry point (pyproject.toml) makes fdabench import this module
 class FedGPNoFilter(RoundLoopMethod):
     """FedGP without the filter: θ += Σ_i w_i [(1 − β) g_T + β Proj(g_T | g_i)] per layer, after FedAvg warm-up."""
 
