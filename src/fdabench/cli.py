@@ -22,14 +22,28 @@ def _json_argument(text: str) -> Any:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
+    from fdabench.plugins import loaded_plugins
 
-    params = load_params(args.params)
+    params = load_params(args.params, layers=args.with_params, suite=args.suite)
     cells = list(params.cells())
     print(
         f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, "
         f"{len(cells)} cells"
     )
+    for line in loaded_plugins():
+        print(f"plugin {line}")
     return 0
+
+
+def cmd_check_method(args: argparse.Namespace) -> int:
+    from fdabench.testing import check_method, failures, format_results
+
+    try:
+        results = check_method(args.name, args.hparams)
+    except (KeyError, ValueError) as error:
+        raise SystemExit(f"fdabench: {error}") from None
+    print(format_results(args.name, results))
+    return 1 if failures(results) else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -47,7 +61,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_cells(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
 
-    for cell in load_params(args.params).cells():
+    for cell in load_params(args.params, layers=args.with_params, suite=args.suite).cells():
         print(cell.path)
     return 0
 
@@ -56,7 +70,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
     from fdabench.status import STATES, format_status, suite_status
 
-    params = load_params(args.params)
+    params = load_params(args.params, layers=args.with_params, suite=args.suite)
     states = suite_status(params)
     print(format_status(params, states, show=STATES if args.all else STATES[1:]))
     return 1 if args.check and any(state.state != "current" for state in states) else 0
@@ -129,6 +143,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.federation.checkpoint import checkpoint_path
     from fdabench.gpus import pin
     from fdabench.io import write_json_atomic
+    from fdabench.plugin_fingerprint import cell_code
     from fdabench.runner import CellInputError, run_cell
 
     config = args.cell
@@ -157,6 +172,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
+    result["code"] = cell_code(config).to_json()  # the runner's, plus a plugin's modules (fdabench.plugin_fingerprint)
     write_json_atomic(args.output, result)
     checkpoint.unlink(missing_ok=True)
     print(
@@ -466,6 +482,20 @@ def _cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     parser.add_argument("--seed", type=int, help=f"{purpose}: the seed (default: the experiment's first)")
 
 
+def _suite_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument(
+        "--with",
+        dest="with_params",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a params file merged over --params (repeatable), as `snakemake --configfile FILE` merges it: e.g. a "
+        "suite of your own that `extends` a shipped one",
+    )
+    parser.add_argument("--suite", help="the suite to use (default: params `suite`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
@@ -473,21 +503,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="validate params.yaml and count its cells")
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser(
+        "check-method",
+        help="check a registered round-loop method against the properties of its kind (fdabench.testing): β = 0, "
+        "order of sources, zero and tiny updates, privacy boundary, resume",
+    )
+    p.add_argument("name", help="a registered method (shipped or a plugin's)")
+    p.add_argument("--hparams", type=_json_argument, help="hyper-parameters as JSON (defaults fill the rest)")
+    p.set_defaults(handler=cmd_check_method)
 
     p = sub.add_parser("schema", help="print (or write) the JSON schema of params.yaml")
     p.add_argument("--output", help="write here instead of printing")
     p.set_defaults(handler=cmd_schema)
 
     p = sub.add_parser("cells", help="list the cell result paths of the active suite")
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.set_defaults(handler=cmd_cells)
 
     p = sub.add_parser(
         "status", help="which cells of the active suite are current, stale (other config or code), failed or missing"
     )
-    p.add_argument("--params", default="params.yaml")
+    _suite_arguments(p)
     p.add_argument("--all", action="store_true", help="list current cells too")
     p.add_argument("--check", action="store_true", help="exit with status 1 unless every cell is current")
     p.set_defaults(handler=cmd_status)

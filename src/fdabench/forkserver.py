@@ -9,8 +9,8 @@ isolated processes and results are identical to running in-process (a test check
 
 * Messages use `multiprocessing.connection` over a Unix socket in a private (0700) directory; the stdout
   and stderr descriptors travel with `multiprocessing.reduction.sendfds`.
-* The server is keyed by the Python executable, fdabench's files and every installed distribution (name
-  and version): any code change or package upgrade starts a new server. It exits after
+* The server is keyed by the Python executable, fdabench's and installed plugins' files and every installed
+  distribution (name and version): any code change or package upgrade starts a new server. It exits after
   FDABENCH_FORKSERVER_IDLE seconds (default 120) without a new job.
 * The server never runs a torch operation and never initialises CUDA, so forked children may.
 * A client that is interrupted (e.g. Snakemake cancels the job) kills its child; a client killed with
@@ -41,6 +41,7 @@ from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
 
 from fdabench.gpus import SCHEDULER_VARIABLES
+from fdabench.plugins import plugin_source_files
 
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
@@ -83,7 +84,8 @@ def installed_distributions() -> list[str]:
 
 
 def server_key() -> str:
-    """Changes whenever the interpreter, fdabench's files or any installed distribution change."""
+    """Changes whenever the interpreter, fdabench's files, a plugin's files (`fdabench.plugins`) or any installed
+    distribution change."""
     digest = hashlib.sha256(sys.executable.encode())
     for name in installed_distributions():
         digest.update(name.encode() + b"\0")
@@ -91,6 +93,9 @@ def server_key() -> str:
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}".encode())
+    for path in plugin_source_files():  # an edited plugin (installed with -e) gets a fresh server too
+        info = path.stat()
+        digest.update(f"{path}:{info.st_size}:{info.st_mtime_ns}".encode())
     return digest.hexdigest()[:20]
 
 

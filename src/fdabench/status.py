@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fdabench.config.params import Cell, Params
 from fdabench.federation.checkpoint import checkpoint_path
-from fdabench.fingerprint import cell_fingerprint
 from fdabench.io import read_json
+from fdabench.plugin_fingerprint import cell_code
 
 STATES = ("current", "stale", "failed", "missing")
 
@@ -56,7 +56,7 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
         )
         return CellState(cell, "stale", "configuration changed: " + ", ".join(changed))
     recorded = result.get("code", {})
-    current = cell_fingerprint(cell.config)
+    current = cell_code(cell.config)
     if recorded.get("fingerprint") != current.digest:
         before = recorded.get("modules", {})
         changed = sorted(m for m in set(before) | set(current.modules) if before.get(m) != current.modules.get(m))

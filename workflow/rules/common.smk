@@ -9,8 +9,9 @@ from snakemake.exceptions import WorkflowError
 from fdabench import gpus, paths
 from fdabench.cells import read_cell, report_labels
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
-from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
+from fdabench.fingerprint import partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
+from fdabench.plugin_fingerprint import cell_code as cell_code_fingerprint, plugin_aware_fingerprint
 from fdabench.runlock import RunLockedError, hold_run_lock
 
 try:
@@ -109,10 +110,11 @@ def cell_config(wildcards):
 
 
 def cell_code(wildcards):
-    """The fingerprint of the code the cell's result depends on (fdabench.fingerprint): a rule parameter, so a
-    change to that code reruns the cell and a change to any other code does not."""
+    """The fingerprint of the code the cell's result depends on (fdabench.fingerprint, plus a plugin's modules:
+    fdabench.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
+    other code does not."""
     cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
-    return cell_fingerprint(cell.config).digest
+    return cell_code_fingerprint(cell.config).digest
 
 
 def cell_labels(wildcards, output):
@@ -121,12 +123,12 @@ def cell_labels(wildcards, output):
 
 
 def prepare_code(wildcards):
-    return code_fingerprint(prepare_roots(wildcards.dataset)).digest
+    return plugin_aware_fingerprint(prepare_roots(wildcards.dataset)).digest
 
 
 def partition_code(wildcards):
     roots = partition_roots(dataset_of(wildcards.experiment), PARAMS.partitioner(wildcards.experiment))
-    return code_fingerprint(roots).digest
+    return plugin_aware_fingerprint(roots).digest
 
 
 def pattern(kind, **values):
@@ -195,7 +197,7 @@ def theory_cell_config(wildcards):
 def theory_code(wildcards):
     method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
     cell = PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed))
-    return code_fingerprint(theory_roots(cell.config)).digest
+    return plugin_aware_fingerprint(theory_roots(cell.config)).digest
 
 
 def theory_init_paths(check):

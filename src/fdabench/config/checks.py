@@ -14,6 +14,7 @@ from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.paper.published import PUBLISHED
 from fdabench.paper.theory_check import ROLES
+from fdabench.plugins import registration_hint
 
 
 def theory_roles(check: dict[str, Any]) -> dict[str, str]:
@@ -52,7 +53,7 @@ def _variant_errors(raw: dict[str, Any]) -> list[str]:
         if algorithm not in METHODS:
             problems.append(
                 f"methods.{name}: {name!r} is not a registered method, so it needs `algorithm:`; "
-                f"allowed algorithms: {', '.join(METHODS.names())}"
+                f"allowed algorithms: {', '.join(METHODS.names())}\n    {registration_hint('method')}"
             )
             continue
         schema = object_schema(METHODS.get(algorithm).hparams_schema)
@@ -72,7 +73,8 @@ def _suite_errors(raw: dict[str, Any], suite_name: str, suite: dict[str, Any]) -
     where_suite = f"suites.{suite_name}"
     known_methods = _known_methods(raw)
     problems = [
-        f"{where_suite}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}"
+        f"{where_suite}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}\n    "
+        f"{registration_hint('method')}"
         for index, method in enumerate(suite.get("methods", []))
         if method not in known_methods
     ]
@@ -112,7 +114,8 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     for index, method in enumerate(exp.get("methods", [])):
         if method not in known_methods:
             problems.append(
-                f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}"
+                f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}\n    "
+                f"{registration_hint('method')}"
             )
     for method, options in (exp.get("method_options") or {}).items():
         if method not in methods:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import yaml
 from fdabench import gpus, paths
 from fdabench.config import resolve
 from fdabench.config.checks import semantic_errors, theory_roles
+from fdabench.config.extends import expand_suites
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
@@ -238,6 +239,7 @@ def validate_params(raw: Any) -> Params:
     """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
     if not isinstance(raw, dict):
         raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
+    raw = expand_suites(raw)
     problems = schema_errors(raw, params_schema())
     if problems:
         raise ParamsError(report(problems))
@@ -247,19 +249,34 @@ def validate_params(raw: Any) -> Params:
     return Params(raw)
 
 
-def load_params(path: str | os.PathLike = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
-    """Read, merge `overrides` (nested keys), and validate a params file."""
+def load_params(
+    path: str | os.PathLike = "params.yaml",
+    overrides: dict[str, Any] | None = None,
+    layers: Sequence[str | os.PathLike] = (),
+    suite: str | None = None,
+) -> Params:
+    """Read a params file, merge the params files `layers` over it in order (as `snakemake --configfile`
+    does: e.g. a suite of one's own in a file of its own), then `overrides` (nested keys), make `suite` the
+    active suite if given, and validate."""
+    raw = _read_yaml(path)
+    for layer in layers:
+        raw = deep_merge(raw, _read_yaml(layer))
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    if suite is not None:
+        raw = {**raw, "suite": suite}
+    return validate_params(raw)
+
+
+def _read_yaml(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.exists():
         raise ParamsError(f"{path} does not exist")
     with open(path, encoding="utf-8") as handle:
         try:
-            raw = yaml.safe_load(handle)
+            return yaml.safe_load(handle)
         except yaml.YAMLError as error:
             raise ParamsError(f"{path} is not valid YAML: {error}") from None
-    if overrides:
-        raw = deep_merge(raw, overrides)
-    return validate_params(raw)
 
 
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

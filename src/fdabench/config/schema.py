@@ -14,6 +14,7 @@ from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.theory_check import ROLES
+from fdabench.plugins import registration_hint
 
 NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
 NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
@@ -122,6 +123,10 @@ def params_schema() -> dict[str, Any]:
     )
     suite = object_schema(
         {
+            "extends": _name(
+                "a suite this one extends: its settings, with only what this suite gives changed (lists replace, "
+                "mappings merge; given experiments narrow the parent's); fdabench.config.extends"
+            ),
             "seeds": seeds,
             "methods": {**name_list, "description": "default methods of the suite's experiments"},
             "train": train,
@@ -228,6 +233,10 @@ def params_schema() -> dict[str, Any]:
     }
 
 
+#: keys whose values are registered names, and their registry's family (an unknown one's error says the fix)
+REGISTERED_KEYS = {"dataset": "dataset", "partitioner": "partitioner", "model": "model", "algorithm": "method"}
+
+
 def _path(parts) -> str:
     text = ""
     for part in parts:
@@ -246,9 +255,11 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
             f"allowed keys: {', '.join(allowed) or '(none)'}"
         )
     if error.validator == "enum":
-        return (
+        message = (
             f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
         )
+        family = REGISTERED_KEYS.get(error.absolute_path[-1] if error.absolute_path else None)
+        return f"{message}\n    {registration_hint(family)}" if family else message
     if error.validator == "pattern" or (error.validator == "propertyNames"):
         return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
     if error.validator == "type":

@@ -1,6 +1,10 @@
-"""Methods in a name -> class registry; importing this package registers every built-in method."""
+"""Methods in a name -> class registry; importing this package registers every built-in method and every
+installed plugin method (entry-point group `fdabench.methods`, `fdabench.plugins`)."""
 
 from fdabench.methods import auto, baselines, dadil, fda, federated, kd3a, personalised, weak  # noqa: F401
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod, get_method
+from fdabench.plugins import load_plugins
+
+load_plugins(METHODS)
 
 __all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "get_method"]

@@ -1,0 +1,1 @@
+"""FedGP without the filter, as an fdabench plugin (entry-point group `fdabench.methods`)."""

@@ -1,0 +1,98 @@
+"""Code fingerprints that include plugins: `fdabench.fingerprint` hashes the fdabench modules a job reaches;
+here a root written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.plugins`)
+adds its own package's modules that it reaches through imports, normalised the same way, and the fdabench
+modules those import. A job with no plugin component gets exactly `fdabench.fingerprint`'s fingerprint, so
+plugins change no shipped cell's fingerprint; a change to a plugin's code reruns the cells that use it.
+
+Kept apart from `fdabench.fingerprint` because that module is itself part of every cell's fingerprint.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fdabench import fingerprint
+from fdabench.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
+
+INTERNAL = "fdabench"
+
+
+def _source_file(module: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _is_module(name: str) -> bool:
+    return _source_file(name) is not None
+
+
+def _imports(module: str, path: Path) -> tuple[set[str], set[str]]:
+    """(modules of `module`'s own top-level package, fdabench modules) that `module` imports."""
+    top = module.split(".")[0]
+    own, internal = set(), set()
+    graph = fingerprint._graph(PACKAGE)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            names = [(source, alias.name) for alias in node.names]
+        else:
+            continue
+        for source, name in names:
+            if source.split(".")[0] == INTERNAL:
+                internal.add(graph.defining_module(source, name) if name else source)
+            elif source.split(".")[0] == top:
+                submodule = f"{source}.{name}" if name else None
+                own.add(submodule if submodule and _is_module(submodule) else source)
+    return own, {name for name in internal if name in graph.files}
+
+
+def external_modules(roots: Iterable[str]) -> tuple[dict[str, Path], set[str]]:
+    """The non-fdabench modules reached from `roots` (each within its own top-level package) by file, and
+    the fdabench modules they import."""
+    reached: dict[str, Path] = {}
+    internal: set[str] = set()
+    pending = [root for root in roots if root.split(".")[0] != INTERNAL]
+    while pending:
+        module = pending.pop()
+        path = _source_file(module)
+        if module in reached or path is None:
+            continue
+        reached[module] = path
+        own, imported = _imports(module, path)
+        internal |= imported
+        pending += sorted(own - set(reached))
+    return reached, internal
+
+
+def plugin_aware_fingerprint(roots: Iterable[str]) -> CodeFingerprint:
+    """`fdabench.fingerprint.code_fingerprint(roots)`, plus the plugin modules reached from `roots`."""
+    roots = list(roots)
+    external, internal = external_modules(roots)
+    if not external:
+        return code_fingerprint(roots)
+    shipped = code_fingerprint([*roots, *internal])
+    modules = dict(shipped.modules)
+    for name, path in external.items():
+        modules[name] = fingerprint._module_hash(path)
+    modules = dict(sorted(modules.items()))
+    digest = hashlib.sha256("\n".join(f"{name} {h}" for name, h in modules.items()).encode()).hexdigest()[:16]
+    return CodeFingerprint(digest, modules)
+
+
+def cell_code(config: dict[str, Any]) -> CodeFingerprint:
+    """The fingerprint a cell records and is compared with (`fdabench.fingerprint.cell_roots`, plugins included)."""
+    return plugin_aware_fingerprint(fingerprint.cell_roots(config))

@@ -1,0 +1,144 @@
+"""Plugins: methods, datasets, partitioners and models registered by an installed package through Python entry
+points, so a researcher's own component runs in the pipeline without a fork (docs/extending.md).
+
+A plugin package declares, in its pyproject.toml,
+
+    [project.entry-points."fdabench.methods"]
+    fedgp_nofilter = "my_package.method:FedGPNoFilter"
+
+with the groups of `GROUPS`; the entry point's name is the member's registered name (its `name`, or a model
+factory's function name). The member is decorated with its registry's `register`, as a shipped one is: a
+plugin's module that is imported before fdabench (its own tests) then registers itself when it finishes.
+Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads its groups when it is
+imported, so plugins are registered before params.yaml is validated and wherever a name is looked up (the
+CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped registries alone). A
+plugin's modules are part of the code fingerprint of the cells that use it (`fdabench.plugin_fingerprint`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+from fdabench.registry import Registry, member_name
+
+#: entry-point group -> the registry (by family name) its members join
+GROUPS = {
+    "fdabench.methods": "method",
+    "fdabench.datasets": "dataset",
+    "fdabench.partitioners": "partitioner",
+    "fdabench.models": "model",
+}
+SWITCH = "FDABENCH_PLUGINS"  # "0": load no plugin
+PACKAGE = "fdabench"
+
+
+class PluginError(RuntimeError):
+    """An installed plugin that cannot be loaded or registered; the message names the fix."""
+
+
+def plugins_enabled() -> bool:
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+def group_of(registry: Registry) -> str:
+    return next(group for group, family in GROUPS.items() if family == registry.family)
+
+
+def load_plugins(registry: Registry) -> list[str]:
+    """Register every installed entry point of `registry`'s group (once); the names added."""
+    if not plugins_enabled():
+        return []
+    added = []
+    for entry_point in sorted(entry_points(group=group_of(registry)), key=lambda point: point.name):
+        if _being_imported(entry_point.module):
+            continue  # the plugin's module imported fdabench first; its own `register` decorator registers it
+        member = _load(entry_point)
+        if entry_point.name in registry and registry.get(entry_point.name) is member:
+            continue  # its module registered it with the decorator, or it was loaded before
+        name = member_name(member)
+        if name != entry_point.name:
+            raise PluginError(
+                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}) loads a "
+                f"{registry.family} registered as {name!r}; name the entry point {name!r}"
+            )
+        try:
+            registry.register(member)
+        except ValueError:
+            raise PluginError(
+                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}): a "
+                f"{registry.family} {name!r} exists already; give the plugin's {registry.family} another name"
+            ) from None
+        added.append(name)
+    return added
+
+
+def _being_imported(module: str) -> bool:
+    loaded = sys.modules.get(module)
+    return loaded is not None and bool(getattr(getattr(loaded, "__spec__", None), "_initializing", False))
+
+
+def _load(entry_point: EntryPoint) -> Any:
+    try:
+        return entry_point.load()
+    except Exception as error:
+        distribution = entry_point.dist.name if entry_point.dist else "its package"
+        raise PluginError(
+            f"the {entry_point.group} plugin {entry_point.name!r} ({entry_point.value}, from {distribution}) "
+            f"failed to load: {type(error).__name__}: {error}. Fix or uninstall {distribution} "
+            f"(pip uninstall {distribution}), or run with {SWITCH}=0 to load no plugin"
+        ) from error
+
+
+def is_shipped(member: Any) -> bool:
+    """Whether a registered member is written in the fdabench package (not in a plugin)."""
+    return inspect.unwrap(member).__module__.split(".")[0] == PACKAGE
+
+
+def shipped_names(registry: Registry) -> list[str]:
+    """The names of `registry` that fdabench itself registers (the registry without plugins)."""
+    return [name for name, member in registry.items() if is_shipped(member)]
+
+
+#: family -> the package whose __init__.py imports its built-in modules
+BUILTIN_PACKAGES = {"method": "methods", "dataset": "data", "partitioner": "data", "model": "models"}
+
+
+def registration_hint(family: str) -> str:
+    """How a name of one's own becomes a registered `family` member (appended to unknown-name errors)."""
+    group = next(group for group, member_family in GROUPS.items() if member_family == family)
+    return (
+        f"a {family} of your own is registered when its module is imported: import it in "
+        f"src/fdabench/{BUILTIN_PACKAGES[family]}/__init__.py, or declare it in the entry-point group {group} of "
+        f"your package and install that (pip install -e <package>); see docs/extending.md"
+    )
+
+
+def loaded_plugins() -> list[str]:
+    """One line per registered plugin member: group, name and the distribution it comes from."""
+    lines = []
+    for group in GROUPS:
+        for entry_point in sorted(entry_points(group=group), key=lambda point: point.name):
+            distribution = entry_point.dist.name if entry_point.dist else "?"
+            version = entry_point.dist.version if entry_point.dist else "?"
+            lines.append(f"{group}: {entry_point.name} ({distribution} {version})")
+    return lines if plugins_enabled() else []
+
+
+def plugin_source_files() -> list[Path]:
+    """The .py files of every installed plugin's top-level package (found without importing it)."""
+    files: set[Path] = set()
+    for group in GROUPS:
+        for entry_point in entry_points(group=group):
+            spec = importlib.util.find_spec(entry_point.value.split(":")[0].split(".")[0])
+            if spec is None:
+                continue
+            folders = list(spec.submodule_search_locations or [])
+            files |= {Path(spec.origin)} if not folders and spec.origin else set()
+            files |= {path for folder in folders for path in Path(folder).rglob("*.py")}
+    return sorted(files)

@@ -1,0 +1,167 @@
+"""Plugins (fdabench.plugins, fdabench.plugin_fingerprint): members registered through entry points, named
+errors when one cannot be, and plugin code in the fingerprints of the cells that use it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from fdabench import fingerprint, plugins
+from fdabench.config import ParamsError, load_params
+from fdabench.fingerprint import code_fingerprint
+from fdabench.methods import METHODS, RoundLoopMethod
+from fdabench.plugin_fingerprint import plugin_aware_fingerprint
+from fdabench.plugins import PluginError, load_plugins, shipped_names
+from fdabench.registry import Registry
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fdabench-fedgp-nofilter"
+
+METHOD_MODULE = """
+from fdabench.aggregation import fedavg
+from fdabench.methods import Aggregate, RoundLoopMethod
+
+from {package}.helper import SCALE
+
+
+class Mine(RoundLoopMethod):
+    name = "{name}"
+    family = "fda"
+
+    def aggregate(self, inputs):
+        return Aggregate(SCALE * fedavg(inputs.source_updates, inputs.source_counts))
+"""
+
+
+@pytest.fixture
+def plugin_package(tmp_path, monkeypatch):
+    """A plugin package `myplugin` on sys.path: `method.py` (class Mine, name "mine") imports `helper.py`."""
+
+    def write(helper: str = "SCALE = 1.0\n", name: str = "mine") -> Path:
+        package = tmp_path / "myplugin"
+        package.mkdir(exist_ok=True)
+        (package / "__init__.py").write_text("")
+        (package / "method.py").write_text(METHOD_MODULE.format(package="myplugin", name=name))
+        (package / "helper.py").write_text(helper)
+        for module in [m for m in sys.modules if m.split(".")[0] == "myplugin"]:
+            del sys.modules[module]
+        fingerprint._module_hash.cache_clear()
+        return package
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return write
+
+
+def _installed(monkeypatch, *points: EntryPoint) -> None:
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [p for p in points if p.group == group])
+
+
+def test_entry_point_registers_its_class_under_its_name(plugin_package, monkeypatch):
+    plugin_package()
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
+    registry: Registry = Registry("method")
+    assert load_plugins(registry) == ["mine"]
+    assert issubclass(registry.get("mine"), RoundLoopMethod)
+    assert load_plugins(registry) == []  # loading again adds nothing
+    assert shipped_names(registry) == []
+
+
+def test_entry_point_named_otherwise_than_its_class_is_refused(plugin_package, monkeypatch):
+    plugin_package(name="other")
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
+    with pytest.raises(PluginError, match="registered as 'other'; name the entry point 'other'"):
+        load_plugins(Registry("method"))
+
+
+def test_plugin_taking_a_shipped_name_is_refused(plugin_package, monkeypatch):
+    plugin_package(name="fedgp")
+    _installed(monkeypatch, EntryPoint("fedgp", "myplugin.method:Mine", "fdabench.methods"))
+    with pytest.raises(PluginError, match="a method 'fedgp' exists already; give the plugin's method another name"):
+        load_plugins(METHODS)
+    assert METHODS.get("fedgp").__module__ == "fdabench.methods.fda"
+
+
+def test_plugin_that_fails_to_load_names_the_fix(plugin_package, monkeypatch):
+    plugin_package(helper="raise ImportError('no such thing')\n")
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
+    with pytest.raises(
+        PluginError, match="failed to load: ImportError: no such thing.*pip uninstall.*FDABENCH_PLUGINS=0"
+    ):
+        load_plugins(Registry("method"))
+
+
+def test_switch_loads_no_plugin(plugin_package, monkeypatch):
+    plugin_package()
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
+    monkeypatch.setenv("FDABENCH_PLUGINS", "0")
+    registry: Registry = Registry("method")
+    assert load_plugins(registry) == [] and "mine" not in registry
+
+
+def test_shipped_names_are_the_fdabench_members():
+    assert "fedgp" in shipped_names(METHODS) and all(
+        METHODS.get(name).__module__.startswith("fdabench.") for name in shipped_names(METHODS)
+    )
+
+
+def test_unknown_method_error_says_how_to_register_one(repo_root):
+    with pytest.raises(ParamsError) as caught:
+        load_params(repo_root / "params.yaml", {"methods": {"fedgp_mine": {"beta": 0.3}}})
+    message = str(caught.value)
+    assert "'fedgp_mine' is not a registered method, so it needs `algorithm:`" in message
+    assert "src/fdabench/methods/__init__.py" in message and "entry-point group fdabench.methods" in message
+
+
+def test_plugin_code_is_in_its_fingerprint(plugin_package):
+    plugin_package()
+    first = plugin_aware_fingerprint(["myplugin.method"])
+    assert {"myplugin.method", "myplugin.helper", "fdabench.aggregation", "fdabench.methods.base"} <= set(first.modules)
+    plugin_package(helper='"""A docstring changes nothing."""\nSCALE = 1.0\n')
+    assert plugin_aware_fingerprint(["myplugin.method"]).digest == first.digest
+    plugin_package(helper="SCALE = 2.0\n")
+    changed = plugin_aware_fingerprint(["myplugin.method"])
+    assert changed.digest != first.digest
+    assert {m for m in first.modules if first.modules[m] != changed.modules[m]} == {"myplugin.helper"}
+
+
+def test_shipped_roots_keep_their_fingerprint():
+    roots = ["fdabench.runner", "fdabench.methods.fda", "fdabench.data.digits", "fdabench.models.small"]
+    assert plugin_aware_fingerprint(roots) == code_fingerprint(roots)
+
+
+def test_example_plugin_installs_and_appears_in_validate(tmp_path, repo_root):
+    """The example package, installed (not editable) into a folder on PYTHONPATH: its entry point is found,
+    `fdabench validate` names it, and FDABENCH_PLUGINS=0 hides it."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
+        + [str(EXAMPLE)],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    validate = [sys.executable, "-m", "fdabench", "validate", "--params", str(repo_root / "params.yaml")]
+    shown = subprocess.run(validate, env=env, capture_output=True, text=True, check=True).stdout
+    assert "plugin fdabench.methods: fedgp_nofilter (fdabench-fedgp-nofilter 0.1.0)" in shown
+    hidden = subprocess.run(validate, env={**env, "FDABENCH_PLUGINS": "0"}, capture_output=True, text=True, check=True)
+    assert "fedgp_nofilter" not in hidden.stdout
+    code = textwrap.dedent(
+        """
+        from fdabench.methods import METHODS
+        from fdabench.plugin_fingerprint import plugin_aware_fingerprint
+        from fdabench.fingerprint import defining_module
+        print(sorted(plugin_aware_fingerprint([defining_module(METHODS.get("fedgp_nofilter"))]).modules))
+        """
+    )
+    modules = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert "fdabench_fedgp_nofilter.method" in modules and "fdabench_fedgp_nofilter.rule" in modules
+    first = "import fdabench_fedgp_nofilter.method\nfrom fdabench.methods import METHODS\n"
+    first += "print(METHODS.get('fedgp_nofilter'))"
+    imported_first = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True)
+    assert imported_first.returncode == 0 and "FedGPNoFilter" in imported_first.stdout, imported_first.stderr
