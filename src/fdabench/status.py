@@ -1,13 +1,22 @@
 """Which cells of a suite are current: done with today's configuration and code, or missing, failed, or
-stale (run with another configuration or other code than what params.yaml and the source now give)."""
+stale (run with another configuration or other code than what params.yaml and the source now give, or not
+readable as a complete cell of this format).
+
+The cell file is the truth about what it was computed with. `heal_workspace`, called by the Snakefile before
+Snakemake plans, makes Snakemake's own bookkeeping agree with it: a cell it would otherwise consider done (a
+truncated file, one copied from another code version, or a previous result Snakemake restored after a
+failed rerun) is made older than its inputs, so the same `snakemake` command reruns it; links to results
+that no longer exist are removed (the rule that made them makes them again)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from fdabench.cells import FORMAT
 from fdabench.config.params import Cell, Params
 from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.fingerprint import cell_fingerprint
@@ -45,17 +54,20 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
     try:
         result = read_json(result_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return CellState(cell, "stale", f"unreadable result ({error}); rerun it")
+        return CellState(cell, "stale", f"unreadable result ({error}); snakemake reruns it")
+    if not isinstance(result, dict):
+        return CellState(cell, "stale", "not a cell result; snakemake reruns it")
+    if result.get("format") != FORMAT:
+        return CellState(cell, "stale", f"format {result.get('format')!r}, not {FORMAT}; snakemake reruns it")
     if result.get("status") != "complete":
         return CellState(cell, "stale", f"result status {result.get('status')!r}, not complete")
     if result.get("config") != cell.config:
+        recorded_config = result.get("config") if isinstance(result.get("config"), dict) else {}
         changed = sorted(
-            key
-            for key in set(cell.config) | set(result.get("config", {}))
-            if result["config"].get(key) != cell.config.get(key)
+            key for key in set(cell.config) | set(recorded_config) if recorded_config.get(key) != cell.config.get(key)
         )
         return CellState(cell, "stale", "configuration changed: " + ", ".join(changed))
-    recorded = result.get("code", {})
+    recorded = result.get("code") if isinstance(result.get("code"), dict) else {}
     current = cell_fingerprint(cell.config)
     if recorded.get("fingerprint") != current.digest:
         before = recorded.get("modules", {})
@@ -79,3 +91,25 @@ def format_status(
         if state.state in show:
             lines.append(f"  {state.state:8} {state.cell.path}" + (f"  {state.reason}" if state.reason else ""))
     return "\n".join(lines)
+
+
+#: the modification time given to a cell that must rerun: older than any input, so Snakemake reruns it
+RERUN_MTIME = 0
+
+
+def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
+    """Make the workspace say what its files are (see the module docstring): every existing cell of the suite
+    that is not current gets modification time RERUN_MTIME (its content is untouched: a failed rerun keeps
+    it), and every link of `links` whose target is gone is removed. Returns one line per change."""
+    changes = []
+    for state in suite_status(params, root):
+        path = root / state.cell.path
+        if state.state == "stale" and path.is_file() and path.stat().st_mtime != RERUN_MTIME:
+            os.utime(path, (RERUN_MTIME, RERUN_MTIME))
+            changes.append(f"{state.cell.path}: reruns ({state.reason}); the file stays until the new one is complete")
+    for link in links:
+        path = root / link
+        if path.is_symlink() and not path.exists():
+            path.unlink()
+            changes.append(f"{link}: removed a link to a missing file (it is made again)")
+    return changes

@@ -2,7 +2,9 @@
 
 import os
 import re
+import shlex
 import shutil
+import sys
 
 from snakemake.exceptions import WorkflowError
 
@@ -12,6 +14,7 @@ from fdabench.config import NAME_PATTERN, ParamsError, validate_params
 from fdabench.fingerprint import cell_fingerprint, code_fingerprint, partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
 from fdabench.runlock import RunLockedError, hold_run_lock
+from fdabench.status import heal_workspace
 
 try:
     PARAMS = validate_params(config)
@@ -221,3 +224,20 @@ VIEWS = {
     paths.active_view(output, SUITE)[0][len("results/"):]: output
     for output in table_outputs() + figure_outputs() + theory_outputs()
 }
+
+
+def view_links():
+    """The links results/<name> of the active suite's tables and figures."""
+    return [paths.active_view(output, SUITE)[0] for output in table_outputs() + figure_outputs() + theory_outputs()]
+
+
+def quoted_option(option, value):
+    """`option value` with the value quoted for the shell, or nothing when the value is unset."""
+    return f"{option} {shlex.quote(str(value))}" if value else ""
+
+
+# Before Snakemake plans (in the main process only): a cell file that is unreadable, of another format, or
+# made with other settings or code reruns, and a link to a missing result is removed (fdabench.status).
+if workflow.is_main_process:
+    for change in heal_workspace(PARAMS, view_links()):
+        print(f"fdabench: {change}", file=sys.stderr)
