@@ -53,6 +53,9 @@ onstart:
         hold_run_lock()
     except RunLockedError as error:
         raise WorkflowError(str(error)) from None
+    # the device, where jobs run on this machine: before any job is scheduled (a cluster's nodes check their own)
+    if PARAMS.device_problem() and not workflow.executor_plugin.common_settings.non_local_exec:
+        raise WorkflowError(PARAMS.device_problem())
 
 
 def _alternatives(names):

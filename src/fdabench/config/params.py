@@ -14,7 +14,7 @@ import yaml
 
 from fdabench import gpus, paths
 from fdabench.config import resolve
-from fdabench.config.checks import semantic_errors, theory_roles
+from fdabench.config.checks import cuda_available, device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
@@ -75,6 +75,17 @@ class Params:
         self.data_root: str = data.get("root", "data")
         self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
         self.download: bool = bool(data.get("download", False))
+
+    @property
+    def cell_device(self) -> str:
+        """The device a cell's configuration records (what decides a rerun): `auto` for cuda on a machine with
+        CUDA, where both mean the same device, so switching between them reruns nothing. (cpu stays cpu: a
+        cluster's jobs may run where auto means CUDA.)"""
+        return "auto" if self.device == "cuda" and cuda_available() else self.device
+
+    def device_problem(self) -> str | None:
+        """Why cells cannot run on this machine's devices (`fdabench.config.checks.device_problem`), or None."""
+        return device_problem(self.device)
 
     # -- datasets ---------------------------------------------------------------------------------
     def dataset_options(self, dataset: str, experiment: str | None = None) -> dict[str, Any]:
@@ -208,7 +219,7 @@ class Params:
             "partitioner": self.partitioner(experiment),
             "partition": self.partition_options(experiment),
             "train": self.train_settings(experiment),
-            "device": self.device,
+            "device": self.cell_device,
             "published": exp.get("published"),
         }
         return Cell(self.suite_name, experiment, method, target, int(seed), config)
@@ -238,7 +249,7 @@ def validate_params(raw: Any) -> Params:
     """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
     if not isinstance(raw, dict):
         raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
-    problems = schema_errors(raw, params_schema())
+    problems = non_finite_errors(raw) or schema_errors(raw, params_schema())
     if problems:
         raise ParamsError(report(problems))
     problems = semantic_errors(raw)
