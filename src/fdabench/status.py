@@ -5,17 +5,18 @@ readable as a complete cell of this format).
 The cell file is the truth about what it was computed with. `heal_workspace`, called by the Snakefile before
 Snakemake plans, makes Snakemake's own bookkeeping agree with it: a cell it would otherwise consider done (a
 truncated file, one copied from another code version, or a previous result Snakemake restored after a
-failed rerun) is made older than its inputs, so the same `snakemake` command reruns it; links to results
+failed rerun) is given a new input (a rerun marker), so the same `snakemake` command reruns it; links to results
 that no longer exist are removed (the rule that made them makes them again)."""
 
 from __future__ import annotations
 
 import json
-import os
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from fdabench import paths
 from fdabench.cells import FORMAT
 from fdabench.config.params import Cell, Params
 from fdabench.federation.checkpoint import checkpoint_path
@@ -93,19 +94,22 @@ def format_status(
     return "\n".join(lines)
 
 
-#: the modification time given to a cell that must rerun: older than any input, so Snakemake reruns it
-RERUN_MTIME = 0
+def rerun_marker(cell: Cell) -> str:
+    fields = {"suite": cell.suite, "experiment": cell.experiment, "method": cell.method, "target": cell.target}
+    return paths.fill(paths.RERUN_MARKER, **fields, seed=cell.seed)
 
 
 def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
     """Make the workspace say what its files are (see the module docstring): every existing cell of the suite
-    that is not current gets modification time RERUN_MTIME (its content is untouched: a failed rerun keeps
-    it), and every link of `links` whose target is gone is removed. Returns one line per change."""
+    that is not current gets a new rerun marker (`paths.RERUN_MARKER`, an input of its training job; the cell
+    file is untouched, so a failed rerun keeps it), and every link of `links` whose target is gone is removed.
+    Returns one line per change."""
     changes = []
     for state in suite_status(params, root):
-        path = root / state.cell.path
-        if state.state == "stale" and path.is_file() and path.stat().st_mtime != RERUN_MTIME:
-            os.utime(path, (RERUN_MTIME, RERUN_MTIME))
+        if state.state == "stale" and (root / state.cell.path).is_file():
+            marker = root / rerun_marker(state.cell)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{time.time_ns()} {state.reason}\n", encoding="utf-8")  # new content: a new input
             changes.append(f"{state.cell.path}: reruns ({state.reason}); the file stays until the new one is complete")
     for link in links:
         path = root / link
@@ -113,3 +117,24 @@ def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> 
             path.unlink()
             changes.append(f"{link}: removed a link to a missing file (it is made again)")
     return changes
+
+
+def unreadable_cells_message(cell_paths: list[str]) -> str:
+    """Why cell files cannot be tabulated, one clause per file, and the command that reruns them."""
+    reasons = []
+    for path in cell_paths:
+        try:
+            result = read_json(path)
+        except FileNotFoundError:
+            reasons.append(f"{path} is missing")
+            continue
+        except (OSError, ValueError) as error:
+            reasons.append(f"{path} is not readable JSON (truncated or edited: {error})")
+            continue
+        found = result.get("format") if isinstance(result, dict) else None
+        if found != FORMAT:
+            reasons.append(f"{path} has format {found!r}, not {FORMAT} (written by another fdabench version)")
+        elif result.get("status") != "complete":
+            reasons.append(f"{path} has status {result.get('status')!r}, not complete")
+    listed = "; ".join(reasons) or "a cell is not a complete result"
+    return f"{listed}; rerun `snakemake` (it reruns such cells with this version, keeping the files until then)"

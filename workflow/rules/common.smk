@@ -121,6 +121,12 @@ def cell_code(wildcards):
     return cell_fingerprint(cell.config).digest
 
 
+def rerun_marker(wildcards):
+    """A cell's rerun marker while it exists (fdabench.status.heal_workspace): a new one reruns the cell."""
+    marker = paths.fill(paths.RERUN_MARKER, suite=SUITE, **{k: wildcards[k] for k in ("experiment", "method", "target", "seed")})
+    return [marker] if os.path.exists(marker) else []
+
+
 def cell_labels(wildcards, output):
     """A finished cell's entry in the report (fdabench.cells.report_labels)."""
     return report_labels(read_cell(output[0]))

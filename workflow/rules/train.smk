@@ -7,6 +7,7 @@ rule train:
     input:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
+        rerun=rerun_marker,
     output:
         # per cell in the report: no caption (a caption's links grow with the number of items; thousands of
         # cells would take minutes), its facts as labels instead

@@ -297,15 +297,26 @@ def _has_type(value: Any, expected: str) -> bool:
     return isinstance(value, list)
 
 
+#: no step size above this trains (the loss overflows to NaN within a round)
+MAX_LEARNING_RATE = 100.0
+
+
 def _size_errors(raw: dict[str, Any], where: str, train: dict[str, Any]) -> list[str]:
+    problems = []
     limit = _limit(raw, "rounds")
     rounds = train.get("rounds", 0) + train.get("warmup_rounds", 0)
     if rounds > limit:
-        return [
+        problems.append(
             f"{where}.rounds: {rounds} rounds (with warm-up) is above the limit of {limit}; fewer rounds, or confirm "
             f"with `limits: {{rounds: {rounds}}}` in params.yaml"
-        ]
-    return []
+        )
+    for key in ("source_lr", "target_lr", "server_lr"):
+        if train.get(key, 0) > MAX_LEARNING_RATE:
+            problems.append(
+                f"{where}.{key}: {train[key]:g} is above {MAX_LEARNING_RATE:g} (training would diverge to NaN); "
+                "use a learning rate such as 1e-3"
+            )
+    return problems
 
 
 _LABELLED_IN_NAME = re.compile(r"-n(\d+)$")  # feature_noise targets such as noise0.4-n50 (labelled count 50)

@@ -262,7 +262,9 @@ def load_params(path: str | os.PathLike = "params.yaml", overrides: dict[str, An
     """Read, merge `overrides` (nested keys), and validate a params file."""
     path = Path(path)
     if not path.exists():
-        raise ParamsError(f"{path} does not exist")
+        raise ParamsError(f"{path} does not exist; pass the params file (--params params.yaml)")
+    if not path.is_file():
+        raise ParamsError(f"{path} is not a file; pass the params file (--params params.yaml)")
     with open(path, encoding="utf-8") as handle:
         try:
             raw = yaml.safe_load(handle)
