@@ -47,6 +47,11 @@ def _broken_source(root: Path, repo: Path, module: str, appended: str) -> Path:
     return root
 
 
+def _numbers(cell: dict) -> list[dict]:
+    """A cell's per-round records without their timings."""
+    return [{key: value for key, value in record.items() if key != "seconds"} for record in cell["rounds"]]
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, repo_root) -> Path:
     """The tiny suite run to completion in a folder whose name, like its data root, has a space."""
@@ -122,7 +127,7 @@ def test_the_same_command_repairs_a_corrupted_workspace(workspace, repo_root):
     for name in (truncated, other_format):
         key = str(name.relative_to(workspace))
         old, new = json.loads(before[key]), json.loads(after[key])
-        assert new["format"] == "fdabench.cell/1" and new["rounds"] == old["rounds"]  # retrained, same numbers
+        assert new["format"] == "fdabench.cell/1" and _numbers(new) == _numbers(old)  # retrained, same numbers
     assert after["results/tiny/table1.csv"] == before["results/tiny/table1.csv"]
     assert after["results/table1.csv"] == "tiny/table1.csv"
     nothing = _snakemake(workspace, repo_root, "--dry-run")
