@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from fdabench import gpus, paths
-from fdabench.config import resolve
-from fdabench.config.checks import cuda_available, device_problem, non_finite_errors, semantic_errors, theory_roles
+from fdabench.config import checks, resolve
+from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
@@ -81,7 +81,7 @@ class Params:
         """The device a cell's configuration records (what decides a rerun): `auto` for cuda on a machine with
         CUDA, where both mean the same device, so switching between them reruns nothing. (cpu stays cpu: a
         cluster's jobs may run where auto means CUDA.)"""
-        return "auto" if self.device == "cuda" and cuda_available() else self.device
+        return "auto" if self.device == "cuda" and checks.cuda_available() else self.device
 
     def device_problem(self) -> str | None:
         """Why cells cannot run on this machine's devices (`fdabench.config.checks.device_problem`), or None."""
