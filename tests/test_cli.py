@@ -189,13 +189,15 @@ def test_invalid_params_exit_code_and_message(tmp_path, capsys):
     assert "unknown method 'fedgpp'" in capsys.readouterr().err
 
 
-def test_incomplete_cell_is_refused(tmp_path):
-    from fdabench.cells import IncompleteCellError
-
+def test_incomplete_cell_is_refused(tmp_path, capsys):
     bad = tmp_path / "cell.json"
     bad.write_text('{"format": "fdabench.cell/1", "status": "running"}')
-    with pytest.raises(IncompleteCellError, match="not a complete"):
-        main(["table", str(bad), "--csv", str(tmp_path / "t.csv")])
+    assert main(["table", str(bad), "--csv", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err == (
+        f"fdabench: {bad} has status 'running', not complete; rerun `snakemake` (it reruns such cells with this "
+        "version, keeping the files until then)\n"
+    )
+    assert not (tmp_path / "t.csv").exists()
 
 
 @pytest.mark.parametrize("command", ["validate", "schema", "cells", "prepare", "partition", "train", "table", "figure"])
