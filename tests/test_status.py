@@ -2,6 +2,7 @@
 and no result) or missing; what is not current says why."""
 
 import json
+import os
 from pathlib import Path
 
 from fdabench.config import validate_params
@@ -106,3 +107,22 @@ def test_healing_marks_exactly_the_cells_that_must_rerun_and_removes_dangling_li
     heal_workspace(PARAMS, [], tmp_path)
     assert (tmp_path / rerun_marker(truncated)).read_text() != first  # every plan gives a stale cell a new input
     assert not (tmp_path / rerun_marker(missing)).exists() and not (tmp_path / rerun_marker(current)).exists()
+
+
+def test_a_marker_no_job_consumed_is_removed_when_the_cell_is_current_again(tmp_path):
+    cell = next(PARAMS.cells())
+    _write(tmp_path, cell, config={**cell.config, "seed": 7})  # stale: params changed, e.g. in a dry run
+    heal_workspace(PARAMS, [], tmp_path)
+    marker = tmp_path / rerun_marker(cell)
+    assert marker.is_file()
+    _write(tmp_path, cell)  # params changed back (the cell file is current) before any job ran
+    os.utime(marker, ((tmp_path / cell.path).stat().st_mtime + 10,) * 2)  # newer than the cell: no job read it
+    heal_workspace(PARAMS, [], tmp_path)
+    assert not marker.exists()
+    heal_workspace(PARAMS, [], tmp_path)
+    _write(tmp_path, cell, config={**cell.config, "seed": 7})
+    heal_workspace(PARAMS, [], tmp_path)
+    _write(tmp_path, cell)  # a job consumed the marker and wrote the cell after it: the marker stays
+    os.utime(tmp_path / cell.path, (marker.stat().st_mtime + 10,) * 2)
+    heal_workspace(PARAMS, [], tmp_path)
+    assert marker.is_file()

@@ -99,6 +99,10 @@ def rerun_marker(cell: Cell) -> str:
     return paths.fill(paths.RERUN_MARKER, **fields, seed=cell.seed)
 
 
+def _unconsumed(marker: Path, result: Path) -> bool:
+    return marker.is_file() and (not result.is_file() or marker.stat().st_mtime > result.stat().st_mtime)
+
+
 def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
     """Make the workspace say what its files are (see the module docstring): every existing cell of the suite
     that is not current gets a new rerun marker (`paths.RERUN_MARKER`, an input of its training job; the cell
@@ -106,11 +110,15 @@ def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> 
     Returns one line per change."""
     changes = []
     for state in suite_status(params, root):
-        if state.state == "stale" and (root / state.cell.path).is_file():
-            marker = root / rerun_marker(state.cell)
+        result, marker = root / state.cell.path, root / rerun_marker(state.cell)
+        if state.state == "stale" and result.is_file():
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(f"{time.time_ns()} {state.reason}\n", encoding="utf-8")  # new content: a new input
             changes.append(f"{state.cell.path}: reruns ({state.reason}); the file stays until the new one is complete")
+        elif state.state != "stale" and _unconsumed(marker, result):
+            # written by a plan whose job never ran (a dry run, or params changed back): an input Snakemake has not
+            # recorded, which would rerun the cell (a marker a job consumed is older than its result, and stays)
+            marker.unlink()
     for link in links:
         path = root / link
         if path.is_symlink() and not path.exists():
