@@ -4,10 +4,12 @@ same cases (a test keeps them in sync)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import gzip
 import hashlib
+import io
 import json
 import re
 from collections.abc import Callable
@@ -19,7 +21,7 @@ import pytest
 import yaml
 
 from fdabench.cli import main
-from fdabench.config import ParamsError, validate_params
+from fdabench.config import ParamsError, checks, validate_params
 from fdabench.data import PreparedDataset, get_partitioner, raw
 from fdabench.data.base import DomainArrays, PreparedDataError
 from fdabench.data.images import ManifestError, read_manifest
@@ -79,6 +81,7 @@ def _tiny_prepared(path: Path, x=None) -> PreparedDataset:
 def _partition_file(prepared_dir: Path, path: Path, target="b", seed=0) -> Path:
     assert main(
         [
+            "--debug",  # the library's own exception, not the command line's one line
             "partition",
             "--prepared",
             str(prepared_dir),
@@ -269,6 +272,79 @@ def _full_disk(tmp: Path) -> str:
     return message
 
 
+def _cli(arguments) -> Callable[[Path], str]:
+    """A command line (`arguments(tmp)`) that must fail with one line on stderr, exit status 2, no traceback."""
+
+    def run(tmp: Path) -> str:
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            code = main(arguments(tmp))
+        text = stderr.getvalue()
+        assert code == 2 and "Traceback" not in text and len(text.strip().splitlines()) == 1, (code, text)
+        return text
+
+    return run
+
+
+def _finished_cell(tmp: Path) -> Path:
+    path = tmp / "cell.json"
+    cell = {"format": "fdabench.cell/1", "status": "complete", "final": 0.5, "cell": {}, "config": {}}
+    path.write_text(json.dumps(cell))
+    return path
+
+
+def _truncated_cell(tmp: Path) -> list[str]:
+    path = _finished_cell(tmp)
+    path.write_bytes(path.read_bytes()[:30])
+    return ["table", str(path)]
+
+
+def _newer_format_cell(tmp: Path) -> list[str]:
+    path = _finished_cell(tmp)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": "fdabench.cell/2"}))
+    return ["table", str(path)]
+
+
+def _empty_header(tmp: Path) -> list[str]:
+    _tiny_prepared(tmp / "prepared")
+    (tmp / "prepared/header.json").write_text("")
+    return [
+        "partition",
+        "--prepared",
+        str(tmp / "prepared"),
+        "--target=b",
+        "--seed",
+        "0",
+        "--output",
+        str(tmp / "p.json"),
+    ]
+
+
+def _truncated_partition(tmp: Path) -> list[str]:
+    _tiny_prepared(tmp / "prepared")
+    partition = _partition_file(tmp / "prepared", tmp / "partition.json")
+    partition.write_bytes(partition.read_bytes()[:40])
+    cell = validate_params(copy.deepcopy(SHIPPED)).cell("colored_digits", "fedgp", "+90", 0).config
+    return ["train", "--cell", json.dumps(cell), "--prepared", str(tmp / "prepared"), "--partition", str(partition),
+            "--output", str(tmp / "cell.json")]  # fmt: skip
+
+
+def _restored(tmp: Path) -> Path:
+    """A fresh tiny prepared dataset (the header `_empty_header` emptied, written again)."""
+    _tiny_prepared(tmp / "prepared")
+    return tmp / "prepared"
+
+
+def _cuda_without_cuda(tmp: Path) -> str:
+    (tmp / "params.yaml").write_text(yaml.safe_dump({**SHIPPED, "device": "cuda"}))
+    available = checks.cuda_available
+    checks.cuda_available = lambda: False
+    try:
+        return _cli(lambda t: ["validate", "--params", str(t / "params.yaml")])(tmp)
+    finally:
+        checks.cuda_available = available
+
+
 CASES = [
     Case(
         "unknown suite", r"suite: 'dem' is not defined; allowed values: demo", _params(lambda r: r.update(suite="dem"))
@@ -439,6 +515,136 @@ CASES = [
         r"file there, if any, is untouched\)",
         _full_disk,
     ),
+    Case(
+        "NaN hyper-parameter",
+        r"methods\.fedgp\.beta: nan is not a finite number; write a number \(NaN and infinity are refused\)",
+        _params(lambda r: r["methods"].update(fedgp={"beta": float("nan")})),
+    ),
+    Case(
+        "infinite learning rate",
+        r"suites\.demo\.train\.source_lr: inf is not a finite number",
+        _params(lambda r: _train(r).update(source_lr=float("inf"))),
+    ),
+    Case(
+        "NaN momentum",
+        r"suites\.demo\.train\.momentum: nan is not a finite number",
+        _params(lambda r: _train(r).update(momentum=float("nan"))),
+    ),
+    Case(
+        "a learning rate that diverges",
+        r"train\.source_lr: 1e\+30 is above 100 \(training would diverge to NaN\); use a learning rate",
+        _params(lambda r: _train(r).update(source_lr=1e30)),
+    ),
+    Case(
+        "a model option of the wrong type",
+        r"train\.model_options\.hidden: '32' has the wrong type; mlp expects list \(like its default \(64,\)\)",
+        _params(lambda r: _train(r).update(model_options={"hidden": "32"})),
+    ),
+    Case(
+        "a misspelt model option",
+        r"train\.model_options: mlp has no option 'hiden'; its options: hidden",
+        _params(lambda r: _train(r).update(model_options={"hiden": [32]})),
+    ),
+    Case(
+        "an auto-weighting target batch as large as the labelled target",
+        r"colored_digits: method 'fedda_auto', target '\+90': target_batch_size 48 leaves 1 target batch per round of "
+        r"its 48 labelled samples; auto-weighting needs at least 2: set target_batch_size at most 24",
+        _params(lambda r: _train(r).update(target_batch_size=48)),
+    ),
+    Case(
+        "device cuda without CUDA",
+        r"device: 'cuda' but this machine has no CUDA \(torch\.cuda\.is_available\(\) is false\); set device: auto "
+        r"or cpu",
+        _cuda_without_cuda,
+    ),
+    Case(
+        "10¹² rounds",
+        r"train\.rounds: 1000000000001 rounds \(with warm-up\) is above the limit of 100000; fewer rounds, or "
+        r"confirm with `limits: \{rounds: 1000000000001\}`",
+        _params(lambda r: _train(r).update(rounds=10**12, warmup_rounds=1)),
+    ),
+    Case(
+        "10,000 seeds",
+        r"suites\.demo: \d+ cells \(methods x targets x seeds\), above the limit of 20000; fewer seeds, targets or "
+        r"methods, or confirm with `limits: \{cells: \d+\}`",
+        _params(lambda r: _demo(r).update(seeds=list(range(10_000)))),
+    ),
+    Case(
+        "a data root with shell characters",
+        r"data\.root: path 'd --help; touch INJECTED; #' is not allowed \(letters, digits, spaces and _ \. \+ - / only",
+        _params(lambda r: r["data"].update(root="d --help; touch INJECTED; #")),
+    ),
+    Case(
+        "a data root starting with -",
+        r"data\.root: path '--output' is not allowed",
+        _params(lambda r: r["data"].update(root="--output")),
+    ),
+    Case(
+        "a truncated cell in a table",
+        r"^fdabench: .*cell\.json is not readable JSON \(truncated or edited: .*\); rerun `snakemake` \(it reruns "
+        r"such cells",
+        _cli(_truncated_cell),
+    ),
+    Case(
+        "a cell of another format version in a table",
+        r"cell\.json has format 'fdabench\.cell/2', not fdabench\.cell/1 \(written by another fdabench version\); "
+        r"rerun `snakemake`",
+        _cli(_newer_format_cell),
+    ),
+    Case(
+        "validate --params a directory",
+        r"^fdabench: .* is not a file; pass the params file \(--params params\.yaml\)",
+        _cli(lambda tmp: ["validate", "--params", str(tmp)]),
+    ),
+    Case(
+        "partition --target not a domain",
+        r"^fdabench: .*'nope'.*",
+        _cli(
+            lambda tmp: [
+                "partition",
+                "--prepared",
+                str(_restored(tmp)),
+                "--target=nope",
+                "--seed",
+                "0",
+                "--output",
+                str(tmp / "p.json"),
+            ]
+        ),
+    ),
+    Case(
+        "train --cell without a cell",
+        r"^fdabench: --cell lacks experiment, dataset, method, algorithm, hparams, target, seed, train: pass a "
+        r"resolved cell configuration",
+        _cli(lambda tmp: ["train", "--cell", "{}", "--prepared", "p", "--partition", "q", "--output", "o"]),
+    ),
+    Case(
+        "an empty header.json",
+        r"^fdabench: .*header\.json: prepared data file is not readable JSON \(.*\); delete it and rerun its prepare "
+        r"job",
+        _cli(_empty_header),
+    ),
+    Case(
+        "a truncated partition file",
+        r"^fdabench: .*partition\.json: partition file is not readable JSON \(.*\); delete it and rerun its "
+        r"partition job",
+        _cli(_truncated_partition),
+    ),
+    Case(
+        "prepare --options that params.yaml would reject",
+        r"^fdabench: colored_digits options: --options\.label_noise: 2 is greater than the maximum of",
+        _cli(
+            lambda tmp: [
+                "prepare",
+                "--dataset",
+                "colored_digits",
+                "--options",
+                '{"label_noise": 2}',
+                "--output",
+                str(tmp / "prepared"),
+            ]
+        ),  # fmt: skip
+    ),
 ]
 
 
@@ -449,7 +655,7 @@ def test_bad_input_gets_a_clear_message(case, tmp_path):
 
 
 def test_the_catalogue_is_large_and_listed_in_the_readme():
-    assert len(CASES) >= 25 and len({case.name for case in CASES}) == len(CASES)
+    assert len(CASES) >= 55 and len({case.name for case in CASES}) == len(CASES)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
     listed = re.findall(r"^\| ([^|]+?) \|", section, re.MULTILINE)[1:]  # skip the header

@@ -189,13 +189,15 @@ def test_invalid_params_exit_code_and_message(tmp_path, capsys):
     assert "unknown method 'fedgpp'" in capsys.readouterr().err
 
 
-def test_incomplete_cell_is_refused(tmp_path):
-    from fdabench.cells import IncompleteCellError
-
+def test_incomplete_cell_is_refused(tmp_path, capsys):
     bad = tmp_path / "cell.json"
     bad.write_text('{"format": "fdabench.cell/1", "status": "running"}')
-    with pytest.raises(IncompleteCellError, match="not a complete"):
-        main(["table", str(bad), "--csv", str(tmp_path / "t.csv")])
+    assert main(["table", str(bad), "--csv", str(tmp_path / "t.csv")]) == 2
+    assert capsys.readouterr().err == (
+        f"fdabench: {bad} has status 'running', not complete; rerun `snakemake` (it reruns such cells with this "
+        "version, keeping the files until then)\n"
+    )
+    assert not (tmp_path / "t.csv").exists()
 
 
 @pytest.mark.parametrize("command", ["validate", "schema", "cells", "prepare", "partition", "train", "table", "figure"])
@@ -212,3 +214,28 @@ def test_cells_record_whether_the_unlabelled_target_data_was_used(prepared_input
     assert _train(prepared_inputs, "ditto", 0, "ditto.json")["uses_unlabelled_target"] is False
     root = prepared_inputs[0]
     assert main(["table", str(root / "kd3a.json"), str(root / "ditto.json")]) == 0
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from fdabench.cli import build_parser
+
+    def undocumented(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for command, subparser in action.choices.items():
+                    yield from undocumented(subparser, f"{name} {command}")
+            elif not action.help and action.dest != "help":
+                yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(undocumented(build_parser(), "fdabench")) == []
+
+
+def test_a_closed_pipe_ends_quietly(repo_root):
+    # `fdabench status | head`: the reader is gone before the command writes
+    command = [sys.executable, "-m", "fdabench", "status", "--all"]
+    process = subprocess.Popen(command, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 0 and stderr == "", stderr

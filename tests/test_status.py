@@ -2,11 +2,12 @@
 and no result) or missing; what is not current says why."""
 
 import json
+import os
 from pathlib import Path
 
 from fdabench.config import validate_params
 from fdabench.fingerprint import cell_fingerprint
-from fdabench.status import cell_state, format_status, suite_status
+from fdabench.status import cell_state, format_status, heal_workspace, rerun_marker, suite_status
 
 PARAMS = validate_params(
     {
@@ -24,6 +25,7 @@ PARAMS = validate_params(
 
 def _write(root: Path, cell, **changes):
     result = {
+        "format": "fdabench.cell/1",
         "status": "complete",
         "config": cell.config,
         "code": cell_fingerprint(cell.config).to_json(),
@@ -80,3 +82,47 @@ def test_missing_unreadable_and_unfinished_results(tmp_path):
     assert state.state == "stale" and state.reason.startswith("unreadable result")
     _write(tmp_path, third, status="running")
     assert cell_state(third, tmp_path).reason == "result status 'running', not complete"
+    _write(tmp_path, third, format="fdabench.cell/2")  # a newer version's cell: rerun by this one
+    assert cell_state(third, tmp_path).reason == "format 'fdabench.cell/2', not fdabench.cell/1; snakemake reruns it"
+
+
+def test_healing_marks_exactly_the_cells_that_must_rerun_and_removes_dangling_links(tmp_path):
+    current, truncated, other_config, missing = PARAMS.cells()
+    _write(tmp_path, current)
+    _write(tmp_path, truncated)
+    (tmp_path / truncated.path).write_text('{"format": "fdabench.cell/1", "sta')
+    _write(tmp_path, other_config, config={**other_config.config, "seed": 7})
+    kept = (tmp_path / truncated.path).read_bytes()
+    (tmp_path / "results/st").mkdir(parents=True)
+    (tmp_path / "results/st/table1.csv").write_text("x\n")
+    (tmp_path / "results/table1.csv").symlink_to("st/table1.csv")
+    (tmp_path / "results/table1.md").symlink_to("st/table1.md")  # its file is gone
+
+    changes = heal_workspace(PARAMS, ["results/table1.csv", "results/table1.md"], tmp_path)
+    marked = [cell for cell in PARAMS.cells() if (tmp_path / rerun_marker(cell)).is_file()]
+    assert marked == [truncated, other_config] and len(changes) == 3
+    assert (tmp_path / truncated.path).read_bytes() == kept  # the file itself is untouched until a rerun replaces it
+    assert (tmp_path / "results/table1.csv").is_symlink() and not (tmp_path / "results/table1.md").is_symlink()
+    first = (tmp_path / rerun_marker(truncated)).read_text()
+    heal_workspace(PARAMS, [], tmp_path)
+    assert (tmp_path / rerun_marker(truncated)).read_text() != first  # every plan gives a stale cell a new input
+    assert not (tmp_path / rerun_marker(missing)).exists() and not (tmp_path / rerun_marker(current)).exists()
+
+
+def test_a_marker_no_job_consumed_is_removed_when_the_cell_is_current_again(tmp_path):
+    cell = next(PARAMS.cells())
+    _write(tmp_path, cell, config={**cell.config, "seed": 7})  # stale: params changed, e.g. in a dry run
+    heal_workspace(PARAMS, [], tmp_path)
+    marker = tmp_path / rerun_marker(cell)
+    assert marker.is_file()
+    _write(tmp_path, cell)  # params changed back (the cell file is current) before any job ran
+    os.utime(marker, ((tmp_path / cell.path).stat().st_mtime + 10,) * 2)  # newer than the cell: no job read it
+    heal_workspace(PARAMS, [], tmp_path)
+    assert not marker.exists()
+    heal_workspace(PARAMS, [], tmp_path)
+    _write(tmp_path, cell, config={**cell.config, "seed": 7})
+    heal_workspace(PARAMS, [], tmp_path)
+    _write(tmp_path, cell)  # a job consumed the marker and wrote the cell after it: the marker stays
+    os.utime(tmp_path / cell.path, (marker.stat().st_mtime + 10,) * 2)
+    heal_workspace(PARAMS, [], tmp_path)
+    assert marker.is_file()

@@ -13,6 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 
+class CommandError(Exception):
+    """An expected failure of a command: reported as one line, exit status 2."""
+
+
 def _json_argument(text: str) -> Any:
     try:
         return json.loads(text)
@@ -21,10 +25,12 @@ def _json_argument(text: str) -> Any:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from fdabench.config import load_params
+    from fdabench.config import ParamsError, load_params
     from fdabench.plugins import loaded_plugins
 
     params = load_params(args.params, layers=args.with_params, suite=args.suite)
+    if params.device_problem():
+        raise ParamsError(f"{args.params}: {params.device_problem()}")
     cells = list(params.cells())
     print(
         f"{args.params}: valid; suite {params.suite_name!r}: {len(params.experiment_names())} experiments, "
@@ -79,10 +85,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     import torch
 
+    from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
 
-    torch.set_num_threads(args.threads)
     source = get_dataset(args.dataset)
+    problems = schema_errors(args.options or {}, object_schema(source.options_schema), prefix=("--options",))
+    if problems:
+        raise CommandError(f"{args.dataset} options: {'; '.join(problems)} (the keys of datasets.{args.dataset})")
+    torch.set_num_threads(args.threads)
     options = {**source.default_options, **(args.options or {})}
     started = time.perf_counter()
     prepared = source.prepare(options, raw_root=args.raw_root)
@@ -121,6 +131,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
     from fdabench.io import write_json_atomic
 
+    _require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
     PreparedDataset.verify(args.prepared)
     prepared = PreparedDataset.load(args.prepared)
     partitioner = args.partitioner or get_dataset(prepared.name).partitioner
@@ -147,6 +158,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.runner import CellInputError, run_cell
 
     config = args.cell
+    missing = [key for key in CELL_CONFIG_KEYS if not isinstance(config, dict) or key not in config]
+    if missing:
+        raise CommandError(
+            f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, as the train rule does "
+            "(`snakemake <cell path>` runs one cell)"
+        )
+    _require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
+    _require_json(args.partition, "partition", "its partition job")
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
     if args.checkpoint_every < 0:
         raise SystemExit(
@@ -180,6 +199,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{args.output}"
     )
     return 0
+
+
+#: what `fdabench train --cell` reads of a resolved cell configuration (`fdabench.config.Params.cell`)
+CELL_CONFIG_KEYS = ("experiment", "dataset", "method", "algorithm", "hparams", "target", "seed", "train")
+
+
+def _require_json(path: str, what: str, job: str) -> None:
+    """Refuse an input file that is missing, empty or truncated, naming it and the job that makes it again."""
+    from fdabench.io import read_json
+
+    try:
+        read_json(path)
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such file; run {job} first (snakemake does)") from None
+    except (OSError, ValueError) as error:
+        raise CommandError(
+            f"{path}: {what} file is not readable JSON ({error}); delete it and rerun {job} (snakemake makes it again)"
+        ) from None
 
 
 def _require_writable(output: str) -> None:
@@ -238,7 +275,7 @@ class _RoundProgress:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from fdabench.cells import MixedCodeError
+    from fdabench.cells import IncompleteCellError, MixedCodeError
     from fdabench.io import write_json_atomic, write_text_atomic
     from fdabench.report.tables import (
         cells_frame,
@@ -248,12 +285,15 @@ def cmd_table(args: argparse.Namespace) -> int:
         tidy_table,
         unlabelled_target_methods,
     )
+    from fdabench.status import unreadable_cells_message
 
     try:
         cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
     except MixedCodeError as error:
         print(f"fdabench: {error}", file=sys.stderr)
         return 2
+    except IncompleteCellError:
+        raise CommandError(unreadable_cells_message(args.cells)) from None
     tidy = tidy_table(cells)
     unlabelled = unlabelled_target_methods(cells)
     if args.csv:
@@ -483,7 +523,7 @@ def _cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
 
 
 def _suite_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     parser.add_argument(
         "--with",
         dest="with_params",
@@ -499,6 +539,9 @@ def _suite_arguments(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an expected failure instead of its one line"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -532,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("prepare", help="build a dataset's domains (embedded, generated or from raw files)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="dataset name (params.yaml datasets)")
     p.add_argument("--options", type=_json_argument, help="dataset options as JSON (defaults fill the rest)")
     p.add_argument(
         "--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)"
@@ -544,9 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stand-in", help="write a generated stand-in manifest and images for midrc, chexpert or mimic (dry runs)"
     )
-    p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"])
+    p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"], help="the hospital dataset to stand in for")
     p.add_argument("--output", required=True, help="directory for manifest.csv and images/")
-    p.add_argument("--per-domain", type=int, default=60)
+    p.add_argument("--per-domain", type=int, default=60, help="images per domain (default 60)")
     p.set_defaults(handler=cmd_stand_in)
 
     p = sub.add_parser(
@@ -564,9 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_acquire)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
-    p.add_argument("--prepared", required=True)
+    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
     p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
-    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True, help="the seed of the split")
     p.add_argument("--partitioner", help="partitioner name (default: the dataset's)")
     p.add_argument("--options", type=_json_argument, help="partitioner options as JSON (defaults fill the rest)")
     p.add_argument("--output", required=True, help="the partition JSON (indices and manifest)")
@@ -574,9 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="run one cell and write its result JSON")
     p.add_argument("--cell", type=_json_argument, required=True, help="the resolved cell configuration (JSON)")
-    p.add_argument("--prepared", required=True)
-    p.add_argument("--partition", required=True)
-    p.add_argument("--output", required=True)
+    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
+    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
+    p.add_argument("--output", required=True, help="the file to write")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
     p.add_argument(
@@ -597,11 +640,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
     p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--csv")
-    p.add_argument("--md")
-    p.add_argument("--json")
+    p.add_argument("--csv", help="write the tidy table (CSV) here")
+    p.add_argument("--md", help="write the paper-layout table (Markdown) here")
+    p.add_argument("--json", help="write the metrics (JSON, for dvc metrics) here")
     p.add_argument("--html", help="the Markdown table as an HTML page (what the Snakemake report shows)")
-    p.add_argument("--title")
+    p.add_argument("--title", help="title shown above the output")
     p.add_argument(
         "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
     )
@@ -621,8 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and round; shift: final metric vs the level in the target name; beta (alpha): final metric vs β (α)",
     )
     p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--output", required=True)
-    p.add_argument("--title")
+    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("--title", help="title shown above the output")
     p.add_argument(
         "--methods",
         help="JSON list of [method, family] pairs, the whole suite's methods in table order: fixes each method's "
@@ -632,15 +675,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
     p.add_argument("tables", nargs="*", help="table JSON files (fdabench table --json)")
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, help="the file to write")
     p.set_defaults(handler=cmd_metrics)
 
     p = sub.add_parser(
         "cells-table", help="every cell with its final metric, device, seconds, code and settings (HTML)"
     )
     p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--html", required=True)
-    p.add_argument("--title")
+    p.add_argument("--html", required=True, help="the HTML page to write")
+    p.add_argument("--title", help="title shown above the output")
     p.set_defaults(handler=cmd_cells_table)
 
     p = sub.add_parser(
@@ -654,9 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_plots)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
-    p.add_argument("cells", nargs="+")
-    p.add_argument("--csv", required=True)
-    p.add_argument("--md", required=True)
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--csv", required=True, help="the CSV table to write")
+    p.add_argument("--md", required=True, help="the Markdown table to write")
     p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
     p.add_argument(
         "--summary-csv", help="also the per-table summary (rows matched, on which settings, within 3 points)"
@@ -670,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job "
         "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD)",
     )
-    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell"])
+    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell"], help="which benchmark")
     p.add_argument(
         "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
     )
@@ -705,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one cell through Flower: export its site files, run them on Flower's simulation engine or a local "
         "deployment (a process per site), or write the Flower app for a deployment across machines",
     )
-    p.add_argument("action", choices=["export", "simulate", "deploy", "app"])
+    p.add_argument("action", choices=["export", "simulate", "deploy", "app"], help="what to do with the cell")
     p.add_argument(
         "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
     )
@@ -726,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_flower)
 
     p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.forkserver)
-    p.add_argument("socket")
+    p.add_argument("socket", help="the Unix socket to serve on")
     p.set_defaults(handler=cmd_forkserver)
 
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
@@ -735,12 +778,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cell", type=_json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
     )
-    p.add_argument("--prepared", required=True)
-    p.add_argument("--partition", required=True)
+    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
+    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
     p.add_argument("--draws", type=int, default=100, help="Monte Carlo draws for σ²")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--output", required=True)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--output", required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
     p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`")
@@ -752,17 +795,17 @@ def build_parser() -> argparse.ArgumentParser:
         help='JSON {"fedda": "<method>", ...} for the roles '
         "target_only, source_only, fedda, fedgp, fedda_auto, fedgp_auto",
     )
-    p.add_argument("--csv", required=True)
-    p.add_argument("--md", required=True)
-    p.add_argument("--png", required=True)
-    p.add_argument("--title")
+    p.add_argument("--csv", required=True, help="the CSV table to write")
+    p.add_argument("--md", required=True, help="the Markdown table to write")
+    p.add_argument("--png", required=True, help="the heatmap figure to write (PNG)")
+    p.add_argument("--title", help="title shown above the output")
     p.set_defaults(handler=cmd_theory_report)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from fdabench.errors import ParamsError
-
+    """Run a command. Expected failures (invalid params, a bad or missing file, bad JSON, an unknown name) are
+    one line naming the file or value and the fix, exit status 2; --debug shows their traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.command == "train":
@@ -773,10 +816,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code is not None:
                 return code
     try:
-        return args.handler(args)
-    except ParamsError as error:
-        print(f"fdabench: {error}", file=sys.stderr)
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe (fdabench status | head) is reported here, not at exit
+        return code
+    except BrokenPipeError:
+        # the reader stopped reading (e.g. `head`): nothing left to say; keep the exit quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except EXPECTED_ERRORS as error:
+        if args.debug:
+            raise
+        message = str(error) if not isinstance(error, OSError) or not error.filename else _os_error(error)
+        print(f"fdabench: {message}", file=sys.stderr)
         return 2
+
+
+def _os_error(error: OSError) -> str:
+    return f"{error.filename}: {error.strerror or error}; check the path (--debug shows where it failed)"
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from fdabench.errors import ParamsError
+    from fdabench.registry import UnknownNameError
+
+    # ValueError covers bad JSON and the library's refusals of bad data (each names the file and the fix)
+    return (CommandError, ParamsError, UnknownNameError, OSError, ValueError)
+
+
+EXPECTED_ERRORS = _expected_errors()
 
 
 if __name__ == "__main__":

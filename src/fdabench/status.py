@@ -1,13 +1,23 @@
 """Which cells of a suite are current: done with today's configuration and code, or missing, failed, or
-stale (run with another configuration or other code than what params.yaml and the source now give)."""
+stale (run with another configuration or other code than what params.yaml and the source now give, or not
+readable as a complete cell of this format).
+
+The cell file is the truth about what it was computed with. `heal_workspace`, called by the Snakefile before
+Snakemake plans, makes Snakemake's own bookkeeping agree with it: a cell it would otherwise consider done (a
+truncated file, one copied from another code version, or a previous result Snakemake restored after a
+failed rerun) is given a new input (a rerun marker), so the same `snakemake` command reruns it; links to results
+that no longer exist are removed (the rule that made them makes them again)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from fdabench import paths
+from fdabench.cells import FORMAT
 from fdabench.config.params import Cell, Params
 from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.io import read_json
@@ -45,17 +55,20 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
     try:
         result = read_json(result_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return CellState(cell, "stale", f"unreadable result ({error}); rerun it")
+        return CellState(cell, "stale", f"unreadable result ({error}); snakemake reruns it")
+    if not isinstance(result, dict):
+        return CellState(cell, "stale", "not a cell result; snakemake reruns it")
+    if result.get("format") != FORMAT:
+        return CellState(cell, "stale", f"format {result.get('format')!r}, not {FORMAT}; snakemake reruns it")
     if result.get("status") != "complete":
         return CellState(cell, "stale", f"result status {result.get('status')!r}, not complete")
     if result.get("config") != cell.config:
+        recorded_config = result.get("config") if isinstance(result.get("config"), dict) else {}
         changed = sorted(
-            key
-            for key in set(cell.config) | set(result.get("config", {}))
-            if result["config"].get(key) != cell.config.get(key)
+            key for key in set(cell.config) | set(recorded_config) if recorded_config.get(key) != cell.config.get(key)
         )
         return CellState(cell, "stale", "configuration changed: " + ", ".join(changed))
-    recorded = result.get("code", {})
+    recorded = result.get("code") if isinstance(result.get("code"), dict) else {}
     current = cell_code(cell.config)
     if recorded.get("fingerprint") != current.digest:
         before = recorded.get("modules", {})
@@ -79,3 +92,57 @@ def format_status(
         if state.state in show:
             lines.append(f"  {state.state:8} {state.cell.path}" + (f"  {state.reason}" if state.reason else ""))
     return "\n".join(lines)
+
+
+def rerun_marker(cell: Cell) -> str:
+    fields = {"suite": cell.suite, "experiment": cell.experiment, "method": cell.method, "target": cell.target}
+    return paths.fill(paths.RERUN_MARKER, **fields, seed=cell.seed)
+
+
+def _unconsumed(marker: Path, result: Path) -> bool:
+    return marker.is_file() and (not result.is_file() or marker.stat().st_mtime > result.stat().st_mtime)
+
+
+def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
+    """Make the workspace say what its files are (see the module docstring): every existing cell of the suite
+    that is not current gets a new rerun marker (`paths.RERUN_MARKER`, an input of its training job; the cell
+    file is untouched, so a failed rerun keeps it), and every link of `links` whose target is gone is removed.
+    Returns one line per change."""
+    changes = []
+    for state in suite_status(params, root):
+        result, marker = root / state.cell.path, root / rerun_marker(state.cell)
+        if state.state == "stale" and result.is_file():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{time.time_ns()} {state.reason}\n", encoding="utf-8")  # new content: a new input
+            changes.append(f"{state.cell.path}: reruns ({state.reason}); the file stays until the new one is complete")
+        elif state.state != "stale" and _unconsumed(marker, result):
+            # written by a plan whose job never ran (a dry run, or params changed back): an input Snakemake has not
+            # recorded, which would rerun the cell (a marker a job consumed is older than its result, and stays)
+            marker.unlink()
+    for link in links:
+        path = root / link
+        if path.is_symlink() and not path.exists():
+            path.unlink()
+            changes.append(f"{link}: removed a link to a missing file (it is made again)")
+    return changes
+
+
+def unreadable_cells_message(cell_paths: list[str]) -> str:
+    """Why cell files cannot be tabulated, one clause per file, and the command that reruns them."""
+    reasons = []
+    for path in cell_paths:
+        try:
+            result = read_json(path)
+        except FileNotFoundError:
+            reasons.append(f"{path} is missing")
+            continue
+        except (OSError, ValueError) as error:
+            reasons.append(f"{path} is not readable JSON (truncated or edited: {error})")
+            continue
+        found = result.get("format") if isinstance(result, dict) else None
+        if found != FORMAT:
+            reasons.append(f"{path} has format {found!r}, not {FORMAT} (written by another fdabench version)")
+        elif result.get("status") != "complete":
+            reasons.append(f"{path} has status {result.get('status')!r}, not complete")
+    listed = "; ".join(reasons) or "a cell is not a complete result"
+    return f"{listed}; rerun `snakemake` (it reruns such cells with this version, keeping the files until then)"

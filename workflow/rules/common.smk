@@ -2,7 +2,9 @@
 
 import os
 import re
+import shlex
 import shutil
+import sys
 
 from snakemake.exceptions import WorkflowError
 
@@ -13,6 +15,7 @@ from fdabench.fingerprint import partition_roots, prepare_roots, theory_roots
 from fdabench.io import canonical_json
 from fdabench.plugin_fingerprint import cell_code as cell_code_fingerprint, plugin_aware_fingerprint
 from fdabench.runlock import RunLockedError, hold_run_lock
+from fdabench.status import heal_workspace
 
 try:
     PARAMS = validate_params(config)
@@ -51,6 +54,9 @@ onstart:
         hold_run_lock()
     except RunLockedError as error:
         raise WorkflowError(str(error)) from None
+    # the device, where jobs run on this machine: before any job is scheduled (a cluster's nodes check their own)
+    if PARAMS.device_problem() and not workflow.executor_plugin.common_settings.non_local_exec:
+        raise WorkflowError(PARAMS.device_problem())
 
 
 def _alternatives(names):
@@ -115,6 +121,12 @@ def cell_code(wildcards):
     other code does not."""
     cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
     return cell_code_fingerprint(cell.config).digest
+
+
+def rerun_marker(wildcards):
+    """A cell's rerun marker while it exists (fdabench.status.heal_workspace): a new one reruns the cell."""
+    marker = paths.fill(paths.RERUN_MARKER, suite=SUITE, **{k: wildcards[k] for k in ("experiment", "method", "target", "seed")})
+    return [marker] if os.path.exists(marker) else []
 
 
 def cell_labels(wildcards, output):
@@ -223,3 +235,20 @@ VIEWS = {
     paths.active_view(output, SUITE)[0][len("results/"):]: output
     for output in table_outputs() + figure_outputs() + theory_outputs()
 }
+
+
+def view_links():
+    """The links results/<name> of the active suite's tables and figures."""
+    return [paths.active_view(output, SUITE)[0] for output in table_outputs() + figure_outputs() + theory_outputs()]
+
+
+def quoted_option(option, value):
+    """`option value` with the value quoted for the shell, or nothing when the value is unset."""
+    return f"{option} {shlex.quote(str(value))}" if value else ""
+
+
+# Before Snakemake plans (in the main process only): a cell file that is unreadable, of another format, or
+# made with other settings or code reruns, and a link to a missing result is removed (fdabench.status).
+if workflow.is_main_process:
+    for change in heal_workspace(PARAMS, view_links()):
+        print(f"fdabench: {change}", file=sys.stderr)

@@ -8,7 +8,7 @@ rule acquire:
         directory(pattern("RAW")),
     params:
         root=lambda wildcards, output: os.path.dirname(output[0]),
-        mirror=f"--mirror {PARAMS.mirror}" if PARAMS.mirror else "",
+        mirror=quoted_option("--mirror", PARAMS.mirror),
         download="--download" if PARAMS.download else "",
     localrule: True
     log:
@@ -16,7 +16,7 @@ rule acquire:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench acquire --raw {wildcards.raw} --root {params.root} {params.mirror} {params.download} > {log} 2>&1"
+        "fdabench acquire --raw {wildcards.raw:q} --root {params.root:q} {params.mirror} {params.download} > {log:q} 2>&1"
 
 
 rule prepare:
@@ -38,8 +38,8 @@ rule prepare:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench prepare --dataset {wildcards.dataset} --options {params.options:q} --raw-root {params.raw_root} "
-        "--output {output} --threads {threads} > {log} 2>&1"
+        "fdabench prepare --dataset {wildcards.dataset:q} --options {params.options:q} --raw-root {params.raw_root:q} "
+        "--output {output:q} --threads {threads} > {log:q} 2>&1"
 
 
 rule partition:
@@ -57,5 +57,5 @@ rule partition:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench partition --prepared {input.prepared} --target={wildcards.target:q} --seed {wildcards.seed} "
-        "--partitioner {params.partitioner} --options {params.options:q} --output {output} > {log} 2>&1"
+        "fdabench partition --prepared {input.prepared:q} --target={wildcards.target:q} --seed {wildcards.seed} "
+        "--partitioner {params.partitioner:q} --options {params.options:q} --output {output:q} > {log:q} 2>&1"

@@ -1,15 +1,17 @@
 # Report: cells -> tables (tidy CSV, paper-layout Markdown, JSON metrics for DVC) and seaborn figures.
+# Outputs are `update`: a rerun keeps the previous table or figure until the new one is written, and
+# Snakemake restores it when the rerun fails (so the results/<name> links never dangle).
 
 
 rule table:
     input:
         cells=lambda wildcards: cell_paths(PARAMS.tables()[wildcards.table]["experiments"]),
     output:
-        csv=pattern("TABLE", ext="csv"),
-        md=pattern("TABLE", ext="md"),
-        json=pattern("TABLE", ext="json"),
+        csv=update(pattern("TABLE", ext="csv")),
+        md=update(pattern("TABLE", ext="md")),
+        json=update(pattern("TABLE", ext="json")),
         html=report(
-            pattern("TABLE", ext="html"),
+            update(pattern("TABLE", ext="html")),
             caption="../report/table.rst",
             category="Tables",
             subcategory="{table}",
@@ -17,14 +19,14 @@ rule table:
         ),
     params:
         title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
-        metrics=lambda wildcards: " ".join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
+        metrics=lambda wildcards: shlex.join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
     log:
         log("table"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench table {input.cells:q} --csv {output.csv} --md {output.md} --json {output.json} --html {output.html} "
-        "--title {params.title:q} {params.metrics} > {log} 2>&1"
+        "fdabench table {input.cells:q} --csv {output.csv:q} --md {output.md:q} --json {output.json:q} --html {output.html:q} "
+        "--title {params.title:q} {params.metrics} > {log:q} 2>&1"
 
 
 rule figure_rounds:
@@ -32,7 +34,7 @@ rule figure_rounds:
         cells=lambda wildcards: cell_paths([wildcards.experiment]),
     output:
         report(
-            pattern("ROUNDS_FIGURE"),
+            update(pattern("ROUNDS_FIGURE")),
             caption="../report/rounds.rst",
             category="Figures",
             subcategory="Per round",
@@ -46,8 +48,8 @@ rule figure_rounds:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure rounds {input.cells:q} --output {output} --title {params.title:q} --methods {params.methods:q} "
-        "> {log} 2>&1"
+        "fdabench figure rounds {input.cells:q} --output {output:q} --title {params.title:q} --methods {params.methods:q} "
+        "> {log:q} 2>&1"
 
 
 rule figure_table:
@@ -55,7 +57,7 @@ rule figure_table:
         cells=lambda wildcards: cell_paths(PARAMS.tables()[wildcards.table]["experiments"]),
     output:
         report(
-            pattern("TABLE_FIGURE"),
+            update(pattern("TABLE_FIGURE")),
             caption="../report/table_figure.rst",
             category="Tables",
             subcategory="{table}",
@@ -69,8 +71,8 @@ rule figure_table:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure final {input.cells:q} --output {output} --title {params.title:q} --methods {params.methods:q} "
-        "> {log} 2>&1"
+        "fdabench figure final {input.cells:q} --output {output:q} --title {params.title:q} --methods {params.methods:q} "
+        "> {log:q} 2>&1"
 
 
 rule figure_betas:
@@ -78,7 +80,7 @@ rule figure_betas:
         cells=lambda wildcards: auto_cell_paths(wildcards.experiment),
     output:
         report(
-            pattern("BETAS_FIGURE"),
+            update(pattern("BETAS_FIGURE")),
             caption="../report/betas.rst",
             category="Figures",
             subcategory="Auto-weighting β",
@@ -91,7 +93,7 @@ rule figure_betas:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure betas {input.cells:q} --output {output} --title {params.title:q} > {log} 2>&1"
+        "fdabench figure betas {input.cells:q} --output {output:q} --title {params.title:q} > {log:q} 2>&1"
 
 
 rule theory_init:
@@ -99,7 +101,7 @@ rule theory_init:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
     output:
-        pattern("THEORY_INIT"),
+        update(pattern("THEORY_INIT")),
     params:
         cell=theory_cell_config,
         code=theory_code,
@@ -114,8 +116,8 @@ rule theory_init:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench theory init --cell {params.cell:q} --prepared {input.prepared} --partition {input.partition} "
-        "--beta {params.beta} --draws {params.draws} --threads {threads} --output {output} > {log} 2>&1"
+        "fdabench theory init --cell {params.cell:q} --prepared {input.prepared:q} --partition {input.partition:q} "
+        "--beta {params.beta} --draws {params.draws} --threads {threads} --output {output:q} > {log:q} 2>&1"
 
 
 rule theory_report:
@@ -123,10 +125,10 @@ rule theory_report:
         initial=lambda wildcards: theory_init_paths(wildcards.check),
         cells=lambda wildcards: theory_cell_paths(wildcards.check),
     output:
-        csv=pattern("THEORY_REPORT", ext="csv"),
-        md=pattern("THEORY_REPORT", ext="md"),
+        csv=update(pattern("THEORY_REPORT", ext="csv")),
+        md=update(pattern("THEORY_REPORT", ext="md")),
         png=report(
-            pattern("THEORY_REPORT", ext="png"),
+            update(pattern("THEORY_REPORT", ext="png")),
             caption="../report/theory.rst",
             category="Theory checks",
             labels={"check": "{check}"},
@@ -140,7 +142,7 @@ rule theory_report:
         "../envs/fdabench.yaml"
     shell:
         "fdabench theory report --initial {input.initial:q} --cells {input.cells:q} --roles {params.roles:q} "
-        "--csv {output.csv} --md {output.md} --png {output.png} --title {params.title:q} > {log} 2>&1"
+        "--csv {output.csv:q} --md {output.md:q} --png {output.png:q} --title {params.title:q} > {log:q} 2>&1"
 
 
 rule figure_final:
@@ -148,7 +150,7 @@ rule figure_final:
         cells=lambda wildcards: cell_paths(PARAMS.figures()[wildcards.figure]["experiments"]),
     output:
         report(
-            pattern("FIGURE"),
+            update(pattern("FIGURE")),
             caption="../report/sweep.rst",
             category="Figures",
             subcategory="Sweeps",
@@ -163,21 +165,21 @@ rule figure_final:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench figure {params.kind} {input.cells:q} --output {output} --title {params.title:q} "
-        "--methods {params.methods:q} > {log} 2>&1"
+        "fdabench figure {params.kind:q} {input.cells:q} --output {output:q} --title {params.title:q} "
+        "--methods {params.methods:q} > {log:q} 2>&1"
 
 
 rule metrics:
     input:
         tables=lambda wildcards: [suite_pattern("TABLE", table=table, ext="json") for table in PARAMS.tables()],
     output:
-        pattern("METRICS"),
+        update(pattern("METRICS")),
     log:
         log("metrics"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench metrics {input.tables:q} --output {output} > {log} 2>&1"
+        "fdabench metrics {input.tables:q} --output {output:q} > {log:q} 2>&1"
 
 
 rule cells_table:
@@ -185,7 +187,7 @@ rule cells_table:
         cells=lambda wildcards: cell_paths([wildcards.experiment]),
     output:
         report(
-            pattern("CELLS_TABLE"),
+            update(pattern("CELLS_TABLE")),
             caption="../report/cells_table.rst",
             category="Cells",
             subcategory="{experiment} · table",
@@ -198,7 +200,7 @@ rule cells_table:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench cells-table {input.cells:q} --html {output} --title {params.title:q} > {log} 2>&1"
+        "fdabench cells-table {input.cells:q} --html {output:q} --title {params.title:q} > {log:q} 2>&1"
 
 
 rule dvc_plots:
@@ -212,7 +214,7 @@ rule dvc_plots:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench plots {input.cells:q} --rounds {output.rounds} --betas {output.betas} > {log} 2>&1"
+        "fdabench plots {input.cells:q} --rounds {output.rounds:q} --betas {output.betas:q} > {log:q} 2>&1"
 
 
 # every table's cells: the published rows are compared, and every method is ranked over the suite's tables
@@ -227,15 +229,15 @@ rule paper_vs_ours:
             )
         ),
     output:
-        csv=pattern("PAPER_VS_OURS", ext="csv"),
-        md=pattern("PAPER_VS_OURS", ext="md"),
-        html=report(pattern("PAPER_VS_OURS", ext="html"), caption="../report/paper_vs_ours.rst", category="Paper vs ours"),
+        csv=update(pattern("PAPER_VS_OURS", ext="csv")),
+        md=update(pattern("PAPER_VS_OURS", ext="md")),
+        html=report(update(pattern("PAPER_VS_OURS", ext="html")), caption="../report/paper_vs_ours.rst", category="Paper vs ours"),
     log:
         log("paper_vs_ours"),
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench compare {input.cells:q} --csv {output.csv} --md {output.md} --html {output.html} > {log} 2>&1"
+        "fdabench compare {input.cells:q} --csv {output.csv:q} --md {output.md:q} --html {output.html:q} > {log:q} 2>&1"
 
 
 wildcard_constraints:
@@ -258,4 +260,4 @@ rule view:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "ln -sfn {params.target:q} {output:q} > {log} 2>&1"
+        "ln -sfn {params.target:q} {output:q} > {log:q} 2>&1"

@@ -7,10 +7,13 @@ rule train:
     input:
         prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
+        rerun=rerun_marker,
     output:
         # per cell in the report: no caption (a caption's links grow with the number of items; thousands of
         # cells would take minutes), its facts as labels instead
-        report(pattern("CELL"), category="Cells", subcategory="{experiment}", labels=cell_labels),
+        # update: a rerun keeps the finished cell in place until the new one is complete, and Snakemake
+        # restores it when the rerun fails (the file records what it was computed with: fdabench.status)
+        report(update(pattern("CELL")), category="Cells", subcategory="{experiment}", labels=cell_labels),
     params:
         cell=cell_config,
         code=cell_code,
@@ -32,6 +35,6 @@ rule train:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench train --cell {params.cell:q} --prepared {input.prepared} --partition {input.partition} "
-        "--output {output} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
-        "--pin-gpu {resources.cuda_device} > {log} 2>&1"
+        "fdabench train --cell {params.cell:q} --prepared {input.prepared:q} --partition {input.partition:q} "
+        "--output {output:q} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
+        "--pin-gpu {resources.cuda_device} > {log:q} 2>&1"

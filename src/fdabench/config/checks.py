@@ -4,14 +4,19 @@ Settings are resolved by `fdabench.config.resolve`, exactly as cells are."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
+import re
 from typing import Any
 
 from fdabench import paths
 from fdabench.config import resolve
-from fdabench.config.schema import object_schema, schema_errors
+from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
+from fdabench.models import MODELS
 from fdabench.paper.published import PUBLISHED
 from fdabench.paper.theory_check import ROLES
 from fdabench.plugins import registration_hint
@@ -20,6 +25,35 @@ from fdabench.plugins import registration_hint
 def theory_roles(check: dict[str, Any]) -> dict[str, str]:
     """The method variant playing each rule of a theory check (default: the rule's own name)."""
     return {role: role for role in ROLES} | check.get("roles", {})
+
+
+def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
+    """NaN and ±infinity anywhere in params (YAML's .nan and .inf pass every minimum/maximum check)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        place = ".".join(map(str, where)) or "(top level)"
+        return [f"{place}: {value} is not a finite number; write a number (NaN and infinity are refused)"]
+    if isinstance(value, dict):
+        return [problem for key, item in value.items() for problem in non_finite_errors(item, (*where, key))]
+    if isinstance(value, list):
+        return [problem for index, item in enumerate(value) for problem in non_finite_errors(item, (*where, index))]
+    return []
+
+
+@functools.cache
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def device_problem(device: str) -> str | None:
+    """`device: cuda` on a machine without CUDA (checked where jobs run: by `fdabench validate`, and by a local
+    snakemake run before it schedules any job; a cluster's login node does not check it)."""
+    if device == "cuda" and not cuda_available():
+        return (
+            "device: 'cuda' but this machine has no CUDA (torch.cuda.is_available() is false); set device: auto or cpu"
+        )
+    return None
 
 
 def semantic_errors(raw: dict[str, Any]) -> list[str]:
@@ -40,6 +74,23 @@ def semantic_errors(raw: dict[str, Any]) -> list[str]:
             )
         problems += _suite_errors(raw, suite_name, suite)
     return problems
+
+
+def _limit(raw: dict[str, Any], name: str) -> int:
+    return (raw.get("limits") or {}).get(name, DEFAULT_LIMITS[name])
+
+
+def _cell_count(suite: dict[str, Any]) -> int:
+    """How many cells the suite resolves to (without resolving them)."""
+    count = 0
+    for exp in suite["experiments"].values():
+        targets = exp.get("targets", "all")
+        if targets == "all":
+            partitioner = get_partitioner(resolve.partitioner_name(exp))
+            targets = partitioner.target_names(get_dataset(exp["dataset"]), resolve.experiment_partition_options(exp))
+        seeds = exp.get("seeds", suite.get("seeds", [0]))
+        count += len(resolve.experiment_methods(suite, exp)) * len(targets) * len(seeds)
+    return count
 
 
 def _known_methods(raw: dict[str, Any]) -> list[str]:
@@ -78,6 +129,12 @@ def _suite_errors(raw: dict[str, Any], suite_name: str, suite: dict[str, Any]) -
         for index, method in enumerate(suite.get("methods", []))
         if method not in known_methods
     ]
+    cells, limit = _cell_count(suite), _limit(raw, "cells")
+    if cells > limit:
+        return problems + [
+            f"{where_suite}: {cells} cells (methods x targets x seeds), above the limit of {limit}; fewer seeds, "
+            f"targets or methods, or confirm with `limits: {{cells: {cells}}}` in params.yaml"
+        ]
     for exp_name, exp in suite["experiments"].items():
         problems += _experiment_errors(raw, suite, f"{where_suite}.experiments.{exp_name}", exp)
     for check_name, check in (suite.get("theory_checks") or {}).items():
@@ -149,6 +206,9 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
         except ValueError:
             continue  # already reported under methods.<variant>
         problems += [f"{where}: method {method!r}: {problem}" for problem in instance.check(train)]
+    problems += _model_errors(f"{where}.train", train)
+    problems += _size_errors(raw, f"{where}.train", train)
+    problems += _target_batch_errors(raw, where, exp, methods, train, partition_targets(raw, exp))
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -183,4 +243,139 @@ def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str,
     }
     if len(betas) > 1:
         problems.append(f"{where}: the fedda and fedgp roles must share one beta (got {sorted(betas)})")
+    return problems
+
+
+def _model_errors(where: str, train: dict[str, Any]) -> list[str]:
+    """The model is registered and `model_options` are its factory's keyword arguments, of their defaults'
+    types (checked here, not after the first training rounds)."""
+    model = train.get("model")
+    if model is None:
+        return []
+    if model not in MODELS:
+        return [f"{where}.model: unknown model {model!r}; allowed values: {', '.join(MODELS.names())}"]
+    parameters = list(inspect.signature(MODELS.get(model)).parameters.values())[2:]  # after input_shape, outputs
+    accepted = {p.name: p.default for p in parameters}
+    problems = []
+    for name, value in (train.get("model_options") or {}).items():
+        if name not in accepted:
+            problems.append(
+                f"{where}.model_options: {model} has no option {name!r}; its options: {', '.join(accepted) or '(none)'}"
+            )
+            continue
+        expected = _option_type(accepted[name])
+        if expected is not None and not _has_type(value, expected):
+            problems.append(
+                f"{where}.model_options.{name}: {value!r} has the wrong type; {model} expects {expected} (like its "
+                f"default {accepted[name]!r})"
+            )
+    return problems
+
+
+def _option_type(default: Any) -> str | None:
+    if default is inspect.Parameter.empty or default is None:
+        return None
+    if isinstance(default, bool):
+        return "boolean"
+    if isinstance(default, int):
+        return "integer"
+    if isinstance(default, float):
+        return "number"
+    if isinstance(default, str):
+        return "string"
+    if isinstance(default, (list, tuple)):
+        return "list"
+    return None
+
+
+def _has_type(value: Any, expected: str) -> bool:
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == "string":
+        return isinstance(value, str)
+    return isinstance(value, list)
+
+
+#: no step size above this trains (the loss overflows to NaN within a round)
+MAX_LEARNING_RATE = 100.0
+
+
+def _size_errors(raw: dict[str, Any], where: str, train: dict[str, Any]) -> list[str]:
+    problems = []
+    limit = _limit(raw, "rounds")
+    rounds = train.get("rounds", 0) + train.get("warmup_rounds", 0)
+    if rounds > limit:
+        problems.append(
+            f"{where}.rounds: {rounds} rounds (with warm-up) is above the limit of {limit}; fewer rounds, or confirm "
+            f"with `limits: {{rounds: {rounds}}}` in params.yaml"
+        )
+    for key in ("source_lr", "target_lr", "server_lr"):
+        if train.get(key, 0) > MAX_LEARNING_RATE:
+            problems.append(
+                f"{where}.{key}: {train[key]:g} is above {MAX_LEARNING_RATE:g} (training would diverge to NaN); "
+                "use a learning rate such as 1e-3"
+            )
+    return problems
+
+
+_LABELLED_IN_NAME = re.compile(r"-n(\d+)$")  # feature_noise targets such as noise0.4-n50 (labelled count 50)
+
+
+def partition_targets(raw: dict[str, Any], exp: dict[str, Any]) -> dict[str, int]:
+    """target -> its number of labelled samples, for the targets whose partition options give it as a count
+    (a fraction of the domain is only known once the data are prepared)."""
+    options = resolve.experiment_partition_options(exp)
+    if "target_labelled" not in options:
+        return {}
+    targets = exp.get("targets", "all")
+    if targets == "all":
+        targets = get_partitioner(resolve.partitioner_name(exp)).target_names(
+            get_dataset(exp["dataset"]), options, resolve.dataset_options(raw, exp["dataset"], exp)
+        )
+    counts = {}
+    for target in targets:
+        in_name = _LABELLED_IN_NAME.search(target)
+        wanted = (
+            int(in_name[1])
+            if in_name
+            else options.get("target_labelled_overrides", {}).get(target, options["target_labelled"])
+        )
+        if isinstance(wanted, int) and not isinstance(wanted, bool):
+            counts[target] = wanted
+    return counts
+
+
+def _target_batch_errors(
+    raw: dict[str, Any], where: str, exp: dict[str, Any], methods: list[str], train: dict[str, Any], labelled: dict
+) -> list[str]:
+    """Auto-weighting estimates β from at least 2 target batches per round: refuse batch sizes that leave
+    fewer for a target whose labelled count is known."""
+    problems = []
+    for method in methods:
+        algorithm = _valid_algorithm(raw, method) if method in _known_methods(raw) else None
+        if algorithm is None or not METHODS.get(algorithm).logs_betas:
+            continue
+        hparams = resolve.hparams(raw, exp, method)
+        if "estimation" not in hparams:
+            continue
+        for target, count in labelled.items():
+            hp = resolve.hparams(raw, exp, method, target)
+            if hp["estimation"] == "gradient_batches":
+                batch, batches = hp["estimation_batch_size"], count // max(hp["estimation_batch_size"], 1)
+                setting = "estimation_batch_size"
+            else:
+                batch = hp.get("target_batch_size") or train.get("target_batch_size", 0)
+                steps = 1 if batch <= 0 or batch >= count else math.ceil(count / batch)
+                batches = train.get("target_local_epochs", 1) * steps
+                setting = "target_batch_size"
+            if batches < 2:
+                problems.append(
+                    f"{where}: method {method!r}, target {target!r}: {setting} {batch} leaves {batches} target batch "
+                    f"per round of its {count} labelled samples; auto-weighting needs at least 2: set {setting} at "
+                    f"most {count // 2}"
+                )
     return problems

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from fdabench import gpus, paths
-from fdabench.config import resolve
-from fdabench.config.checks import semantic_errors, theory_roles
+from fdabench.config import checks, resolve
+from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.extends import expand_suites
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
 from fdabench.data import get_dataset, get_partitioner
@@ -76,6 +76,17 @@ class Params:
         self.data_root: str = data.get("root", "data")
         self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
         self.download: bool = bool(data.get("download", False))
+
+    @property
+    def cell_device(self) -> str:
+        """The device a cell's configuration records (what decides a rerun): `auto` for cuda on a machine with
+        CUDA, where both mean the same device, so switching between them reruns nothing. (cpu stays cpu: a
+        cluster's jobs may run where auto means CUDA.)"""
+        return "auto" if self.device == "cuda" and checks.cuda_available() else self.device
+
+    def device_problem(self) -> str | None:
+        """Why cells cannot run on this machine's devices (`fdabench.config.checks.device_problem`), or None."""
+        return device_problem(self.device)
 
     # -- datasets ---------------------------------------------------------------------------------
     def dataset_options(self, dataset: str, experiment: str | None = None) -> dict[str, Any]:
@@ -209,7 +220,7 @@ class Params:
             "partitioner": self.partitioner(experiment),
             "partition": self.partition_options(experiment),
             "train": self.train_settings(experiment),
-            "device": self.device,
+            "device": self.cell_device,
             "published": exp.get("published"),
         }
         return Cell(self.suite_name, experiment, method, target, int(seed), config)
@@ -240,7 +251,7 @@ def validate_params(raw: Any) -> Params:
     if not isinstance(raw, dict):
         raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
     raw = expand_suites(raw)
-    problems = schema_errors(raw, params_schema())
+    problems = non_finite_errors(raw) or schema_errors(raw, params_schema())
     if problems:
         raise ParamsError(report(problems))
     problems = semantic_errors(raw)
@@ -271,7 +282,9 @@ def load_params(
 def _read_yaml(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.exists():
-        raise ParamsError(f"{path} does not exist")
+        raise ParamsError(f"{path} does not exist; pass the params file (--params params.yaml)")
+    if not path.is_file():
+        raise ParamsError(f"{path} is not a file; pass the params file (--params params.yaml)")
     with open(path, encoding="utf-8") as handle:
         try:
             return yaml.safe_load(handle)

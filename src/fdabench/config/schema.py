@@ -16,8 +16,15 @@ from fdabench.models import MODELS
 from fdabench.paper.theory_check import ROLES
 from fdabench.plugins import registration_hint
 
+#: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
+#: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)
+DEFAULT_LIMITS = {"rounds": 100_000, "cells": 20_000}
+
 NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
 NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
+#: paths that reach shell commands (quoted there): the name characters, spaces and /, no part starting with -
+SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+$"
+SAFE_PATH_RULE = "letters, digits, spaces and _ . + - / only, no part starting with '-'"
 
 
 def _name(description: str) -> dict[str, Any]:
@@ -187,6 +194,19 @@ def params_schema() -> dict[str, Any]:
                     "description": "training cells save their state every this many rounds and resume from it "
                     "when rerun after an interruption (0: never); not part of a cell's identity",
                 },
+                "limits": object_schema(
+                    {
+                        name: {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": f"refuse more {name} than this (default {limit}); raise it to confirm a "
+                            "run that large",
+                        }
+                        for name, limit in DEFAULT_LIMITS.items()
+                    },
+                    description="sizes refused unless confirmed here: rounds of a cell (warm-up included), cells of "
+                    "a suite",
+                ),
                 "dvc": object_schema(
                     {
                         "suites": {
@@ -201,9 +221,14 @@ def params_schema() -> dict[str, Any]:
                 ),
                 "data": object_schema(
                     {
-                        "root": {"type": "string", "description": "where prepared data and partitions are written"},
+                        "root": {
+                            "type": "string",
+                            "pattern": SAFE_PATH_PATTERN,
+                            "description": "where prepared data and partitions are written",
+                        },
                         "mirror": {
                             "type": ["string", "null"],
+                            "pattern": SAFE_PATH_PATTERN,
                             "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})",
                         },
                         "download": {
@@ -260,6 +285,8 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
         )
         family = REGISTERED_KEYS.get(error.absolute_path[-1] if error.absolute_path else None)
         return f"{message}\n    {registration_hint(family)}" if family else message
+    if error.validator == "pattern" and error.validator_value == SAFE_PATH_PATTERN:
+        return f"{where}: path {error.instance!r} is not allowed ({SAFE_PATH_RULE}); choose another folder"
     if error.validator == "pattern" or (error.validator == "propertyNames"):
         return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
     if error.validator == "type":
