@@ -70,7 +70,12 @@ def test_cell_file_contract(prepared_inputs):
         "target": "-90",
         "seed": 0,
     }
-    assert cell["config"]["hparams"] == {"beta": 0.5, "mode": "projection", "scale_alignment": "steps_and_lr"}
+    assert cell["config"]["hparams"] == {
+        "beta": 0.5,
+        "mode": "projection",
+        "scale_alignment": "steps_and_lr",
+        "filter": True,
+    }
     assert len(cell["rounds"]) == 6 + 2  # FDA rounds + warm-up
     assert cell["final"] == pytest.approx(sum(r["accuracy"] for r in cell["rounds"][-5:]) / 5)
     assert cell["bytes"]["uplink_total"] == sum(r["bytes_uplink"] for r in cell["rounds"]) > 0

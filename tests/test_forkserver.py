@@ -86,7 +86,7 @@ def test_a_failing_job_reports_its_exit_status_through_the_server(tmp_path):
         text=True,
         env=environment,
     )
-    assert completed.returncode != 0 and "missing" in completed.stderr
+    assert completed.returncode != 0 and "--cell lacks dataset" in completed.stderr
     assert not (tmp_path / "out.json").exists()
 
 
