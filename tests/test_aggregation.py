@@ -184,7 +184,8 @@ def test_no_sources_is_refused_clearly():
 def test_fedgp_without_filter_keeps_the_negative_layers_as_the_ablation_defines():
     """filtered=False: Proj(g_T|g_i) = <g_T,g_i> g_i/||g_i||^2 and cos instead of max(cos, 0), per layer."""
     target = torch.tensor([1.0, 0.0, 2.0, 1.0])
-    sources = torch.tensor([[-1.0, 1.0, 1.0, 0.0], [2.0, 0.0, -1.0, -1.0]])
+    # source 0's first layer has <g_T, g_i> = 1 exactly, source 1's second layer a negative one
+    sources = torch.tensor([[1.0, 1.0, 1.0, 0.0], [2.0, 0.0, -1.0, -1.0]])
     sizes, beta, weights = [2, 2], 0.5, torch.tensor([0.25, 0.75])
     expected = torch.zeros(4)
     expected_filtered = torch.zeros(4)
