@@ -3,7 +3,7 @@ which holds the hospital drivers only: no Amazon or MNIST driver is public)."""
 
 from __future__ import annotations
 
-from fdabench.paper.fedgp_records import _train
+from fdabench.paper.fedgp_records import _train, kd3a_row
 from fdabench.paper.record import WEAK_CODE, Protocol, Row, code, inferred, paper, same
 
 _TRAINER = "the GP trainer"  # enyijiang/MIDRC's training loop, read at its HEAD
@@ -68,18 +68,7 @@ _AMAZON = Protocol(
     ),
     rows={
         **_WEAK_ROWS,
-        "kd3a": Row(
-            "kd3a",
-            {"gate_start": 0.8, "gate_end": 0.95, "mixup_alpha": 0.2, "consensus_focus": True},
-            paper("Table 5 'KD3A' (the target's training reviews without labels: its 400 labelled ones)"),
-            provenance=same(
-                inferred("the paper names KD3A, not its settings: the KD3A paper's defaults"),
-                "hparams.gate_start",
-                "hparams.gate_end",
-                "hparams.mixup_alpha",
-                "hparams.consensus_focus",
-            ),
-        ),
+        "kd3a": kd3a_row(paper("Table 5 'KD3A' (the target's training reviews without labels: its 400 labelled ones)")),
         "fada": Row(
             "fada",
             {},
