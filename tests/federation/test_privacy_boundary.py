@@ -19,6 +19,7 @@ from fdabench.federation import rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, RoundLoopMethod, get_method
 from fdabench.plugins import shipped_names
+from fdabench.testing.method_checks import reachable_tensors
 from tiny import AUX_TRAIN, aux_problem
 
 SETTINGS = TrainSettings.from_dict({**AUX_TRAIN, "rounds": 3})
@@ -37,25 +38,6 @@ def _data_storages(problem):
     return {t.untyped_storage().data_ptr() for t in tensors}
 
 
-def _tensors(value, seen=None):
-    """Every tensor reachable from `value` through dataclass fields, attributes and containers."""
-    seen = set() if seen is None else seen
-    if id(value) in seen:
-        return []
-    seen.add(id(value))
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        children = list(value.values())
-    elif isinstance(value, list | tuple):
-        children = list(value)
-    elif hasattr(value, "__dict__"):
-        children = list(vars(value).values())
-    else:
-        return []
-    return [t for child in children for t in _tensors(child, seen)]
-
-
 def _without_source_updates(inputs):
     return dataclasses.replace(inputs, source_updates=None, source_counts=None, source_steps=None)
 
@@ -70,7 +52,9 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
     aggregate, target_observer = method.aggregate, method.target_observer
 
     def server(inputs):
-        received.append((inputs.source_updates is not None, inputs.target_update is not None, _tensors(inputs)))
+        received.append(
+            (inputs.source_updates is not None, inputs.target_update is not None, reachable_tensors(inputs))
+        )
         return aggregate(inputs)
 
     def fedavg_round(updates, counts):  # warm-up rounds and rounds without a training target
@@ -129,7 +113,7 @@ def test_personalised_methods_send_shared_updates_only(problem, name, monkeypatc
     assert len(received) == len(history["rounds"]) == SETTINGS.rounds
     m, clients = history["model_size"], SOURCES + 1
     data = _data_storages(problem)
-    personal = {t.untyped_storage().data_ptr() for t in _tensors(vars(method))}
+    personal = {t.untyped_storage().data_ptr() for t in reachable_tensors(vars(method))}
     head = torch.zeros(m, dtype=torch.bool)
     if name == "fedrep":
         head[method.body_size :] = True

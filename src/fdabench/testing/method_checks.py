@@ -92,7 +92,7 @@ def _data_storages(problem: FederatedProblem) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in tensors}
 
 
-def _tensors(value: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
+def reachable_tensors(value: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
     """Every tensor reachable from `value` through dataclass fields, attributes and containers."""
     seen = set() if seen is None else seen
     if id(value) in seen:
@@ -108,7 +108,7 @@ def _tensors(value: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
         children = list(vars(value).values())
     else:
         return []
-    return [t for child in children for t in _tensors(child, seen)]
+    return [t for child in children for t in reachable_tensors(child, seen)]
 
 
 class _Run:
@@ -214,7 +214,7 @@ def _check_privacy(make, run, problem, settings) -> str:
     m = run.history["model_size"]
     sources = len(problem.sources)
     for inputs in run.received:
-        for tensor in _tensors(inputs):
+        for tensor in reachable_tensors(inputs):
             if tensor.untyped_storage().data_ptr() in data:
                 return f"round {inputs.round_index}: a tensor sharing memory with a client's data reached the server"
             if tuple(tensor.shape) not in {(sources, m), (sources,), (m,), ()}:
