@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fdabench import paths
 from fdabench.config import load_params
+from fdabench.core import paths
 from workflows import TINY_PARAMS, workflow_environment
 
 REPO = Path(__file__).resolve().parents[1]

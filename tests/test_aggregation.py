@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fdabench.aggregation import fedavg, fedda, fedgp, flatten_updates
+from fdabench.tensor_math.aggregation import fedavg, fedda, fedgp, flatten_updates
 
 
 def test_fedavg_is_sample_weighted_mean():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from estimators import reference_auto_weights
-from fdabench.aggregation import StreamingAutoWeights, auto_weights, delta_error
+from fdabench.tensor_math.aggregation import StreamingAutoWeights, auto_weights, delta_error
 
 
 def _truth(mean_target: torch.Tensor, source: torch.Tensor, noise_variance: float, batches: int):

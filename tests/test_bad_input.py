@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 import yaml
 
+from fdabench.cell.run import CellInputError, load_problem
 from fdabench.cli import main
 from fdabench.config import ParamsError, checks, validate_params
+from fdabench.core.io import write_json_atomic
 from fdabench.data import PreparedDataset, get_partitioner, raw
 from fdabench.data.base import DomainArrays, PreparedDataError
-from fdabench.data.images import ManifestError, read_manifest
+from fdabench.data.image_folders import ManifestError, read_manifest
 from fdabench.federation.problem import build_problem
-from fdabench.io import write_json_atomic
-from fdabench.runner import CellInputError, load_problem
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = yaml.safe_load((REPO / "params.yaml").read_text())

@@ -5,9 +5,10 @@ from statistics import median
 import pytest
 import torch
 
-from fdabench import bench
-from fdabench.bench_cell import MissingCellInputs, bench_cell, cell_inputs, compare_cohort
-from fdabench.runner import load_problem
+from fdabench.bench import aggregation as bench
+from fdabench.bench.cell import bench_cell, compare_cohort
+from fdabench.cell.lookup import MissingCellInputs, cell_inputs
+from fdabench.cell.run import load_problem
 
 
 def test_resnet18_layer_sizes_scale():

@@ -11,7 +11,7 @@ import pytest
 
 from fdabench.cli import main
 from fdabench.config import load_params
-from fdabench.io import canonical_json
+from fdabench.core.io import canonical_json
 
 
 @pytest.fixture(scope="module")

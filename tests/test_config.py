@@ -201,9 +201,9 @@ def test_auto_method_with_one_target_step_per_round_is_rejected(raw):
 def test_paper_suite_runs_every_shipped_method(raw):
     """Every method appears in the published tables: each FDA table runs every method that needs no
     auxiliary labels, and the weakly-supervised table runs the weak family."""
+    from fdabench.core.plugins import shipped_names
     from fdabench.methods import METHODS
     from fdabench.methods.weak import WeaklySupervised
-    from fdabench.plugins import shipped_names
 
     params = validate_params({**raw, "suite": "paper"})
     shipped = set(shipped_names(METHODS))  # an installed plugin's method is not the paper suite's business

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from fdabench.dictionary import barycentre, exact_plan, ground_cost, project_simplex, wasserstein_cost
+from fdabench.tensor_math.dataset_dictionary import (
+    barycentre,
+    exact_plan,
+    ground_cost,
+    project_simplex,
+    wasserstein_cost,
+)
 
 # The fixed-point iteration is the same algorithm as POT's; only round-off in the cost matrices differs
 # (the same optimal plans are chosen), so the supports agree to near machine precision.

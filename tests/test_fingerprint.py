@@ -1,4 +1,4 @@
-"""Code fingerprints (fdabench.fingerprint): a change to code a job depends on changes its fingerprint; a
+"""Code fingerprints (fdabench.cell.fingerprint): a change to code a job depends on changes its fingerprint; a
 comment, docstring or formatting change, or a change to code it does not reach, does not."""
 
 import shutil
@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 import fdabench
-from fdabench.config import validate_params
-from fdabench.fingerprint import (
+from fdabench.cell.fingerprint import (
     _Graph,
     cell_fingerprint,
     cell_roots,
@@ -17,6 +16,7 @@ from fdabench.fingerprint import (
     partition_roots,
     prepare_roots,
 )
+from fdabench.config import validate_params
 
 INSTALLED = Path(fdabench.__file__).resolve().parent
 
@@ -58,7 +58,7 @@ def _digests(package: Path) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
-    return _digests(_edited(tmp_path_factory.mktemp("base"), "copy", "io.py", lambda text: text))
+    return _digests(_edited(tmp_path_factory.mktemp("base"), "copy", "core/io.py", lambda text: text))
 
 
 def test_a_copy_of_the_package_has_the_installed_fingerprints(baseline):
@@ -72,8 +72,8 @@ def test_comments_docstrings_and_formatting_do_not_change_a_fingerprint(tmp_path
         text = text.replace("\ndef fedgp(", "\n# a new comment\n\n\ndef fedgp(", 1)
         return text.replace("    flat = flatten_updates(", "    flat = flatten_updates (", 1)  # spacing
 
-    package = _edited(tmp_path, "cosmetic", "aggregation.py", cosmetic)
-    assert (package / "aggregation.py").read_text() != (INSTALLED / "aggregation.py").read_text()
+    package = _edited(tmp_path, "cosmetic", "tensor_math/aggregation.py", cosmetic)
+    assert (package / "tensor_math/aggregation.py").read_text() != (INSTALLED / "tensor_math/aggregation.py").read_text()
     assert _digests(package) == baseline
 
 
@@ -112,7 +112,7 @@ def test_a_change_to_one_dataset_changes_only_its_cells_and_report_code_changes_
 def test_roots_are_the_modules_of_the_registered_components():
     config = _config("digits", "fedgp")
     assert cell_roots(config) == [
-        "fdabench.runner",
+        "fdabench.cell.run",
         "fdabench.models.small",
         "fdabench.data.partition",
         "fdabench.data.digits",
@@ -131,10 +131,10 @@ def test_imports_resolve_to_the_module_that_defines_the_name():
     graph = _Graph(INSTALLED)
     assert graph.defining_module("fdabench.data", "Partition") == "fdabench.data.partition"
     assert graph.defining_module("fdabench.methods", "METHODS") == "fdabench.methods.base"
-    assert graph.defining_module("fdabench", "paths") == "fdabench.paths"
-    assert graph.defining_module("fdabench.aggregation", "fedgp") == "fdabench.aggregation"
+    assert graph.defining_module("fdabench", "paths") == "fdabench.core.paths"
+    assert graph.defining_module("fdabench.tensor_math.aggregation", "fedgp") == "fdabench.tensor_math.aggregation"
     # a package's re-exports do not pull in every member: the runner does not reach unrelated methods
-    reached = graph.closure(["fdabench.runner"])
+    reached = graph.closure(["fdabench.cell.run"])
     assert "fdabench.methods.base" in reached and "fdabench.methods.dadil" not in reached
 
 

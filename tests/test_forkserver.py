@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fdabench import forkserver
-from fdabench.bench import _startup_cell, train_command
+from fdabench.bench.aggregation import _startup_cell, train_command
+from fdabench.jobs import forkserver
 
 
 def _short_runtime_dir():

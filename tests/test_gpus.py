@@ -12,32 +12,32 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fdabench import gpus
-from fdabench.cells import read_cell
+from fdabench.cell.result import read_cell
 from fdabench.config import ParamsError, validate_params
+from fdabench.core import devices
 from workflows import TINY_PARAMS, workflow_environment
 
 TWO_GPUS = {**TINY_PARAMS, "device": "cuda", "gpus": [0, 1]}
 
 
 def test_cells_are_spread_over_the_gpus_round_robin():
-    assert gpus.assign(["a", "b", "c", "d", "e"], [3, 1]) == {"a": 3, "b": 1, "c": 3, "d": 1, "e": 3}
-    assert gpus.resource_name(1) == "gpu_1"
+    assert devices.assign(["a", "b", "c", "d", "e"], [3, 1]) == {"a": 3, "b": 1, "c": 3, "d": 1, "e": 3}
+    assert devices.resource_name(1) == "gpu_1"
     with pytest.raises(ValueError, match="gpus is empty"):
-        gpus.assign(["a"], [])
+        devices.assign(["a"], [])
     with pytest.raises(ValueError, match="distinct device indices"):
-        gpus.assign(["a"], [0, 0])
+        devices.assign(["a"], [0, 0])
 
 
 def test_pinning_sets_the_visible_gpu_and_refuses_what_it_cannot_do():
     environ = {"CUDA_VISIBLE_DEVICES": "0,1,2"}
-    assert gpus.pin("2", environ) == 2 and environ["CUDA_VISIBLE_DEVICES"] == "2"
+    assert devices.pin("2", environ) == 2 and environ["CUDA_VISIBLE_DEVICES"] == "2"
     environ = {}
-    assert gpus.pin(gpus.UNPINNED, environ) is None and environ == {}
+    assert devices.pin(devices.UNPINNED, environ) is None and environ == {}
     with pytest.raises(ValueError, match="a device index"):
-        gpus.pin("cuda:1", {})
+        devices.pin("cuda:1", {})
     with pytest.raises(ValueError, match=r"cluster scheduler \(SLURM_JOB_ID is set\)"):
-        gpus.pin("1", {"SLURM_JOB_ID": "42"})
+        devices.pin("1", {"SLURM_JOB_ID": "42"})
 
 
 def test_params_gpus_are_validated_and_assigned_in_cell_order():
@@ -87,7 +87,7 @@ def test_dry_run_shows_each_cell_on_its_gpu(tmp_path, repo_root):
     assert Counter(job["pin"] for job in jobs.values()) == {"0": 2, "1": 2}
 
     unpinned = _plan(tmp_path / "one", repo_root, {**TINY_PARAMS, "device": "cuda"})
-    assert {job["pin"] for job in unpinned.values()} == {gpus.UNPINNED}
+    assert {job["pin"] for job in unpinned.values()} == {devices.UNPINNED}
     assert not any(name.startswith("gpu_") for job in unpinned.values() for name in job)
 
 

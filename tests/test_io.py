@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from fdabench.io import atomic_path, content_hash, write_json_atomic
+from fdabench.core.io import atomic_path, content_hash, write_json_atomic
 
 
 def test_failed_write_leaves_no_file(tmp_path):
@@ -36,7 +36,7 @@ def test_content_hash_is_order_independent_for_keys():
 
 
 def test_active_views_link_into_the_suite_folder():
-    from fdabench import paths
+    from fdabench.core import paths
 
     assert paths.active_view("results/demo/table1.csv", "demo") == ("results/table1.csv", "demo/table1.csv")
     assert paths.active_view("results/demo/figures/a_rounds.png", "demo") == (

@@ -1,4 +1,4 @@
-"""Plugins (fdabench.plugins, fdabench.plugin_fingerprint): members registered through entry points, named
+"""Plugins (fdabench.core.plugins, fdabench.cell.plugin_fingerprint): members registered through entry points, named
 errors when one cannot be, and plugin code in the fingerprints of the cells that use it."""
 
 from __future__ import annotations
@@ -12,18 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from fdabench import fingerprint, plugins
+from fdabench.cell import fingerprint
+from fdabench.cell.fingerprint import code_fingerprint
+from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
 from fdabench.config import ParamsError, load_params
-from fdabench.fingerprint import code_fingerprint
+from fdabench.core import plugins
+from fdabench.core.plugins import PluginError, load_plugins, shipped_names
+from fdabench.core.registry import Registry
 from fdabench.methods import METHODS, RoundLoopMethod
-from fdabench.plugin_fingerprint import plugin_aware_fingerprint
-from fdabench.plugins import PluginError, load_plugins, shipped_names
-from fdabench.registry import Registry
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fdabench-fedgp-nofilter"
 
 METHOD_MODULE = """
-from fdabench.aggregation import fedavg
+from fdabench.tensor_math.aggregation import fedavg
 from fdabench.methods import Aggregate, RoundLoopMethod
 
 from {package}.helper import SCALE
@@ -120,7 +121,9 @@ def test_unknown_method_error_says_how_to_register_one(repo_root):
 def test_plugin_code_is_in_its_fingerprint(plugin_package):
     plugin_package()
     first = plugin_aware_fingerprint(["myplugin.method"])
-    assert {"myplugin.method", "myplugin.helper", "fdabench.aggregation", "fdabench.methods.base"} <= set(first.modules)
+    assert {"myplugin.method", "myplugin.helper", "fdabench.tensor_math.aggregation", "fdabench.methods.base"} <= set(
+        first.modules
+    )
     plugin_package(helper='"""A docstring changes nothing."""\nSCALE = 1.0\n')
     assert plugin_aware_fingerprint(["myplugin.method"]).digest == first.digest
     plugin_package(helper="SCALE = 2.0\n")
@@ -130,7 +133,7 @@ def test_plugin_code_is_in_its_fingerprint(plugin_package):
 
 
 def test_shipped_roots_keep_their_fingerprint():
-    roots = ["fdabench.runner", "fdabench.methods.fda", "fdabench.data.digits", "fdabench.models.small"]
+    roots = ["fdabench.cell.run", "fdabench.methods.fda", "fdabench.data.digits", "fdabench.models.small"]
     assert plugin_aware_fingerprint(roots) == code_fingerprint(roots)
 
 
@@ -154,8 +157,8 @@ def test_example_plugin_installs_and_appears_in_validate(tmp_path, repo_root):
     code = textwrap.dedent(
         """
         from fdabench.methods import METHODS
-        from fdabench.plugin_fingerprint import plugin_aware_fingerprint
-        from fdabench.fingerprint import defining_module
+        from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
+        from fdabench.cell.fingerprint import defining_module
         print(sorted(plugin_aware_fingerprint([defining_module(METHODS.get("fedgp_nofilter"))]).modules))
         """
     )

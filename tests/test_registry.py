@@ -1,9 +1,9 @@
 import pytest
 
+from fdabench.core.registry import Registry, UnknownNameError, schema_defaults
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.registry import Registry, UnknownNameError, schema_defaults
 
 
 class _Widget:

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from fdabench import runlock
+from fdabench.jobs import runlock
 
 HOLD = (
-    "import sys, time; from fdabench.runlock import hold_run_lock; "
+    "import sys, time; from fdabench.jobs.runlock import hold_run_lock; "
     "hold_run_lock(sys.argv[1]); print('held', flush=True); time.sleep(60)"
 )
 

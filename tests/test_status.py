@@ -5,9 +5,9 @@ import json
 import os
 from pathlib import Path
 
+from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.config import validate_params
-from fdabench.fingerprint import cell_fingerprint
-from fdabench.status import cell_state, format_status, heal_workspace, rerun_marker, suite_status
+from fdabench.jobs.status import cell_state, format_status, heal_workspace, rerun_marker, suite_status
 
 PARAMS = validate_params(
     {
@@ -48,7 +48,7 @@ def test_each_state_and_its_reason(tmp_path):
     _write(tmp_path, other_config, config={**other_config.config, "seed": 7})
     code = cell_fingerprint(other_code.config).to_json()
     code["fingerprint"] = "0" * 16
-    code["modules"]["fdabench.aggregation"] = "f" * 16
+    code["modules"]["fdabench.tensor_math.aggregation"] = "f" * 16
     _write(tmp_path, other_code, code=code)
     log = _log(tmp_path, failed)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +60,7 @@ def test_each_state_and_its_reason(tmp_path):
         states[other_config.path].state == "stale" and states[other_config.path].reason == "configuration changed: seed"
     )
     assert states[other_code.path].state == "stale"
-    assert states[other_code.path].reason == "code changed: fdabench.aggregation"
+    assert states[other_code.path].reason == "code changed: fdabench.tensor_math.aggregation"
     assert states[failed.path].state == "failed"
     assert states[failed.path].reason == f"RuntimeError: CUDA out of memory (log: {log})"
 

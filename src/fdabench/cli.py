@@ -26,7 +26,7 @@ def _json_argument(text: str) -> Any:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from fdabench.config import ParamsError, load_params
-    from fdabench.plugins import loaded_plugins
+    from fdabench.core.plugins import loaded_plugins
 
     params = load_params(args.params, layers=args.with_params, suite=args.suite)
     if params.device_problem():
@@ -54,7 +54,7 @@ def cmd_check_method(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from fdabench.config import params_schema
-    from fdabench.io import write_text_atomic
+    from fdabench.core.io import write_text_atomic
 
     text = json.dumps(params_schema(), indent=2) + "\n"
     if args.output:
@@ -74,7 +74,7 @@ def cmd_cells(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from fdabench.config import load_params
-    from fdabench.status import STATES, format_status, suite_status
+    from fdabench.jobs.status import STATES, format_status, suite_status
 
     params = load_params(args.params, layers=args.with_params, suite=args.suite)
     states = suite_status(params)
@@ -103,7 +103,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_stand_in(args: argparse.Namespace) -> int:
-    from fdabench.data.images import write_stand_in
+    from fdabench.data.image_folders import write_stand_in
 
     manifest = write_stand_in(args.dataset, args.output, args.per_domain)
     print(f"{args.dataset} stand-in: {manifest} (images under {manifest.parent / 'images'})")
@@ -128,8 +128,8 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from fdabench.core.io import write_json_atomic
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
-    from fdabench.io import write_json_atomic
 
     _require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
     PreparedDataset.verify(args.prepared)
@@ -151,11 +151,11 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.cell.run import CellInputError, run_cell
+    from fdabench.core.devices import pin
+    from fdabench.core.io import write_json_atomic
     from fdabench.federation.checkpoint import checkpoint_path
-    from fdabench.gpus import pin
-    from fdabench.io import write_json_atomic
-    from fdabench.plugin_fingerprint import cell_code
-    from fdabench.runner import CellInputError, run_cell
 
     config = args.cell
     missing = [key for key in CELL_CONFIG_KEYS if not isinstance(config, dict) or key not in config]
@@ -191,7 +191,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
-    result["code"] = cell_code(config).to_json()  # the runner's, plus a plugin's modules (fdabench.plugin_fingerprint)
+    result["code"] = cell_code(
+        config
+    ).to_json()  # the runner's, plus a plugin's modules (fdabench.cell.plugin_fingerprint)
     write_json_atomic(args.output, result)
     checkpoint.unlink(missing_ok=True)
     print(
@@ -207,7 +209,7 @@ CELL_CONFIG_KEYS = ("experiment", "dataset", "method", "algorithm", "hparams", "
 
 def _require_json(path: str, what: str, job: str) -> None:
     """Refuse an input file that is missing, empty or truncated, naming it and the job that makes it again."""
-    from fdabench.io import read_json
+    from fdabench.core.io import read_json
 
     try:
         read_json(path)
@@ -275,8 +277,9 @@ class _RoundProgress:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from fdabench.cells import IncompleteCellError, MixedCodeError
-    from fdabench.io import write_json_atomic, write_text_atomic
+    from fdabench.cell.result import IncompleteCellError, MixedCodeError
+    from fdabench.core.io import write_json_atomic, write_text_atomic
+    from fdabench.jobs.status import unreadable_cells_message
     from fdabench.report.tables import (
         cells_frame,
         html_table,
@@ -285,7 +288,6 @@ def cmd_table(args: argparse.Namespace) -> int:
         tidy_table,
         unlabelled_target_methods,
     )
-    from fdabench.status import unreadable_cells_message
 
     try:
         cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
@@ -312,7 +314,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fdabench.io import read_json, write_json_atomic
+    from fdabench.core.io import read_json, write_json_atomic
 
     tables = {Path(path).stem: read_json(path) for path in sorted(args.tables)}
     write_json_atomic(args.output, tables)
@@ -334,7 +336,7 @@ def cmd_figure(args: argparse.Namespace) -> int:
 
 
 def cmd_cells_table(args: argparse.Namespace) -> int:
-    from fdabench.io import write_text_atomic
+    from fdabench.core.io import write_text_atomic
     from fdabench.report.tables import cells_html
 
     write_text_atomic(args.html, cells_html(args.cells, args.title))
@@ -352,7 +354,7 @@ def cmd_plots(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fdabench.io import write_text_atomic
+    from fdabench.core.io import write_text_atomic
     from fdabench.report import paper_vs_ours as report
 
     table = report.paper_vs_ours(args.cells)
@@ -373,8 +375,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
-    from fdabench.io import write_json_atomic
-    from fdabench.runner import CellInputError, run_theory_init
+    from fdabench.cell.run import CellInputError, run_theory_init
+    from fdabench.core.io import write_json_atomic
 
     try:
         record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
@@ -389,9 +391,9 @@ def cmd_theory_init(args: argparse.Namespace) -> int:
 
 
 def cmd_theory_report(args: argparse.Namespace) -> int:
-    from fdabench.cells import read_cell
-    from fdabench.io import read_json, write_text_atomic
-    from fdabench.report.theory import plot_theory, theory_frame, theory_markdown
+    from fdabench.cell.result import read_cell
+    from fdabench.core.io import read_json, write_text_atomic
+    from fdabench.report.theory_check import plot_theory, theory_frame, theory_markdown
 
     frame = theory_frame([read_json(p) for p in args.initial], [read_cell(p) for p in args.cells], args.roles)
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
@@ -405,9 +407,10 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
-    from fdabench.bench_cell import MissingCellInputs, bench_cell, compare_cohort
+    from fdabench.bench.cell import bench_cell, compare_cohort
+    from fdabench.cell.lookup import MissingCellInputs
     from fdabench.config import load_params
-    from fdabench.io import write_json_atomic
+    from fdabench.core.io import write_json_atomic
 
     if len(args.cell) != 3:
         print("fdabench: bench cell takes SUITE EXPERIMENT METHOD", file=sys.stderr)
@@ -437,8 +440,8 @@ def cmd_flower(args: argparse.Namespace) -> int:
     except ImportError:
         print('fdabench: the flower commands need Flower: uv pip install -e ".[flower]"', file=sys.stderr)
         return 2
-    from fdabench.bench_cell import MissingCellInputs
-    from fdabench.flower import deploy, run
+    from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.flower import deploy, simulation
     from fdabench.flower.faults import Fault
     from fdabench.flower.transport import SiteFailure
 
@@ -451,7 +454,7 @@ def cmd_flower(args: argparse.Namespace) -> int:
                 return 2
             suite, experiment, method = args.cell
             params = load_params(args.params).for_suite(suite)
-            manifest = run.export_cell(params, experiment, method, args.target, args.seed, args.output)
+            manifest = simulation.export_cell(params, experiment, method, args.target, args.seed, args.output)
             for site in manifest["sites"]:
                 print(f"{args.output}/{site['file']}: {site['role']} {site['name']}, {site['samples']} samples")
             return 0
@@ -465,14 +468,14 @@ def cmd_flower(args: argparse.Namespace) -> int:
             return 2
         policy = (args.dropout, args.timeout, args.wait_seconds)
         if args.action == "app":
-            options = run.run_options(folder, args.result, *policy, threads=args.threads)
+            options = simulation.run_options(folder, args.result, *policy, threads=args.threads)
             options.pop("site-files")
             app = deploy.write_app(args.output, options)
             print(f"{app}: flwr run {app} <connection>  (each SuperNode: --node-config \"site-data='<its file>'\")")
             return 0
         if args.action == "simulate":
             faults = [Fault.parse(text) for text in args.fault or []]
-            history = run.simulate(folder, args.result, *policy, threads=args.threads, faults=faults)
+            history = simulation.simulate(folder, args.result, *policy, threads=args.threads, faults=faults)
         else:
             history = deploy.deploy_locally(folder, args.result, *policy, threads=args.threads, work=args.work)
     except (MissingCellInputs, SiteFailure, ValueError, FileNotFoundError, RuntimeError, TimeoutError) as error:
@@ -484,8 +487,8 @@ def cmd_flower(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fdabench import bench
-    from fdabench.io import write_text_atomic
+    from fdabench.bench import aggregation as bench
+    from fdabench.core.io import write_text_atomic
 
     if args.what == "cell":
         return cmd_bench_cell(args)
@@ -509,7 +512,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_forkserver(args: argparse.Namespace) -> int:
-    from fdabench import forkserver
+    from fdabench.jobs import forkserver
 
     forkserver.serve(args.socket, handler=main)
     return 0
@@ -768,7 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_flower)
 
-    p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.forkserver)
+    p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.jobs.forkserver)
     p.add_argument("socket", help="the Unix socket to serve on")
     p.set_defaults(handler=cmd_forkserver)
 
@@ -809,7 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.command == "train":
-        from fdabench import forkserver
+        from fdabench.jobs import forkserver
 
         if forkserver.enabled():
             code = forkserver.run(argv)
@@ -836,8 +839,8 @@ def _os_error(error: OSError) -> str:
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
-    from fdabench.errors import ParamsError
-    from fdabench.registry import UnknownNameError
+    from fdabench.core.errors import ParamsError
+    from fdabench.core.registry import UnknownNameError
 
     # ValueError covers bad JSON and the library's refusals of bad data (each names the file and the fix)
     return (CommandError, ParamsError, UnknownNameError, OSError, ValueError)

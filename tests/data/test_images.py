@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from fdabench.data import get_dataset
-from fdabench.data.images import ManifestError, read_manifest
+from fdabench.data.image_folders import ManifestError, read_manifest
 
 
 def _image(path, colour, size=(20, 12)):
@@ -115,7 +115,7 @@ def test_midrc_dry_run_suite_trains_on_the_stand_in(tmp_path, repo_root):
 
     from fdabench.config import validate_params
     from fdabench.data import get_partitioner
-    from fdabench.data.images import write_stand_in
+    from fdabench.data.image_folders import write_stand_in
     from fdabench.federation.problem import build_problem
     from fdabench.federation.settings import TrainSettings
     from fdabench.methods import get_method

@@ -14,11 +14,11 @@ import dataclasses
 import pytest
 import torch
 
-from fdabench.aggregation import fedavg
+from fdabench.core.plugins import shipped_names
 from fdabench.federation import rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, RoundLoopMethod, get_method
-from fdabench.plugins import shipped_names
+from fdabench.tensor_math.aggregation import fedavg
 from fdabench.testing.method_checks import reachable_tensors
 from tiny import AUX_TRAIN, aux_problem
 

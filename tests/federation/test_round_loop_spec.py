@@ -11,8 +11,8 @@ from torch import nn
 
 from fdabench.federation.client import Proximal, loss_function
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.protocol import Aggregate
 from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
+from fdabench.federation.rule_interface import Aggregate
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.base import RoundLoopMethod

@@ -11,16 +11,16 @@ import torch
 
 flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
 
-from fdabench.bench_cell import cell_inputs  # noqa: E402
+from fdabench.cell.lookup import cell_inputs  # noqa: E402
+from fdabench.cell.run import load_problem  # noqa: E402
 from fdabench.federation.problem import ClientData  # noqa: E402
 from fdabench.federation.settings import TrainSettings  # noqa: E402
-from fdabench.flower import deploy, run, transport  # noqa: E402
+from fdabench.flower import deploy, simulation, transport  # noqa: E402
 from fdabench.flower.faults import Fault  # noqa: E402
 from fdabench.flower.messages import RejectedReply, check_update  # noqa: E402
-from fdabench.flower.sitedata import load_site, read_manifest  # noqa: E402
+from fdabench.flower.site_files import load_site, read_manifest  # noqa: E402
 from fdabench.flower.transport import SiteFailure  # noqa: E402
 from fdabench.methods import get_method  # noqa: E402
-from fdabench.runner import load_problem  # noqa: E402
 
 EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
@@ -97,7 +97,7 @@ def exported(tiny_inputs, tmp_path_factory):
     try:
         for method in ("fedgp", "fedgp_auto"):
             folder = tmp_path_factory.mktemp(method)
-            run.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
+            simulation.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
             folders[method] = folder
     finally:
         os.chdir(here)
@@ -137,15 +137,15 @@ def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkey
     root, params = tiny_inputs
     monkeypatch.chdir(root)
     assert {"source_only", "fedda", "fedgp", "fedda_auto", "fedgp_auto", "fedgp_auto_threshold"} <= set(
-        run.flower_methods()
+        simulation.flower_methods()
     )
-    assert not {"ditto", "kd3a", "dadil_e", "finetune_offline"} & set(run.flower_methods())
+    assert not {"ditto", "kd3a", "dadil_e", "finetune_offline"} & set(simulation.flower_methods())
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
     raw["suites"]["tiny"]["methods"] = ["ditto"]
     with pytest.raises(ValueError, match=r"ditto \(ditto\) is not a round-loop method.*through Flower: .*fedgp"):
-        run.export_cell(validate_params(raw), EXPERIMENT, "ditto", TARGET, SEED, tmp_path)
+        simulation.export_cell(validate_params(raw), EXPERIMENT, "ditto", TARGET, SEED, tmp_path)
 
 
 def test_error_replies_read_as_one_line():
@@ -202,7 +202,7 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
     monkeypatch.chdir(root)
     expected, expected_updates = _in_process(params, method)
     received = _received_updates(monkeypatch)
-    history = run.simulate(folders[method], tmp_path / "result.json", timeout=120)
+    history = simulation.simulate(folders[method], tmp_path / "result.json", timeout=120)
     _assert_same_rounds(history, expected)  # metrics, β, fdabench's bytes
     updates = [[by_site[index] for index in sorted(by_site)] for _, by_site in received]
     assert len(updates) == len(expected_updates)
@@ -222,20 +222,22 @@ def test_dropout_policies(exported, monkeypatch, tmp_path):
     monkeypatch.chdir(root)
     folder = folders["fedgp_auto"]
     source = read_manifest(folder)["sites"][0]["name"]
-    clean = run.simulate(folder, tmp_path / "clean.json", timeout=120)
+    clean = simulation.simulate(folder, tmp_path / "clean.json", timeout=120)
 
     with pytest.raises(
         SiteFailure, match=rf"round 2 \(dropout policy fail\): {re.escape(source)}: error reply .*planned"
     ):
-        run.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 2, "drop")])
+        simulation.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 2, "drop")])
 
-    waited = run.simulate(
+    waited = simulation.simulate(
         folder, tmp_path / "wait.json", "wait", timeout=120, wait_seconds=60, faults=[Fault(source, 2, "drop", 2)]
     )
     assert _without_timings(waited) == _without_timings(clean)
     assert [event["site"] for event in waited["rounds"][1]["flower_events"]] == [source, source]
 
-    skipped = run.simulate(folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 2, "drop")])
+    skipped = simulation.simulate(
+        folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 2, "drop")]
+    )
     dropped = skipped["rounds"][1]
     assert [event["site"] for event in dropped["flower_events"]] == [source]
     assert len(dropped["betas"]) == len(clean["rounds"][1]["betas"]) - 1
@@ -243,7 +245,7 @@ def test_dropout_policies(exported, monkeypatch, tmp_path):
     assert _without_timings(skipped)[0] == _without_timings(clean)[0]  # the rounds before are untouched
 
     with pytest.raises(SiteFailure, match="round 2 .*target: error reply"):
-        run.simulate(folder, tmp_path / "target.json", "skip", timeout=120, faults=[Fault("target", 2, "drop")])
+        simulation.simulate(folder, tmp_path / "target.json", "skip", timeout=120, faults=[Fault("target", 2, "drop")])
 
 
 @pytest.mark.parametrize(
@@ -255,7 +257,7 @@ def test_bad_updates_stop_the_run_with_a_clear_message(exported, monkeypatch, tm
     source = read_manifest(folders["fedgp"])["sites"][1]["name"]
     site = re.escape(source)
     with pytest.raises(SiteFailure, match=rf"round 3 .*{site}: rejected: round 3: {site} sent an {message}"):
-        run.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=120, faults=[Fault(source, 3, kind)])
+        simulation.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=120, faults=[Fault(source, 3, kind)])
 
 
 def test_a_site_without_its_file_is_named_at_the_hello(exported, monkeypatch, tmp_path):
@@ -268,7 +270,7 @@ def test_a_site_without_its_file_is_named_at_the_hello(exported, monkeypatch, tm
     with pytest.raises(
         SiteFailure, match=rf"2 of 3 sites answered the hello .*site file {re.escape(str(missing))} does"
     ):
-        run.simulate(folder, tmp_path / "result.json", timeout=120)
+        simulation.simulate(folder, tmp_path / "result.json", timeout=120)
 
 
 def test_local_deployment_equals_the_in_process_loop(exported, monkeypatch, tmp_path):
@@ -277,7 +279,7 @@ def test_local_deployment_equals_the_in_process_loop(exported, monkeypatch, tmp_
     monkeypatch.chdir(root)
     short = _shorter(params)
     folder = tmp_path / "cell"
-    run.export_cell(short, EXPERIMENT, "fedgp_auto", TARGET, SEED, folder)
+    simulation.export_cell(short, EXPERIMENT, "fedgp_auto", TARGET, SEED, folder)
     expected, _ = _in_process(short, "fedgp_auto")
     history = deploy.deploy_locally(folder, tmp_path / "result.json", timeout=120, seconds=600, work=tmp_path / "logs")
     _assert_same_rounds(history, expected)

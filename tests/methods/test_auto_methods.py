@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from estimators import reference_auto_weights
-from fdabench.aggregation import auto_weights, fedda, fedgp
-from fdabench.federation.protocol import RoundInputs, TargetContext
+from fdabench.federation.rule_interface import RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.fda import estimation_scale
+from fdabench.tensor_math.aggregation import auto_weights, fedda, fedgp
 from tiny import TINY_TRAIN
 
 SETTINGS = {**TINY_TRAIN, "rounds": 3, "warmup_rounds": 1, "source_lr": 2e-3}

@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from fdabench.aggregation import delta_error, fedgp
 from fdabench.federation.client import ClientData, loss_function
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.protocol import RoundInputs, TargetContext
 from fdabench.federation.rounds import build_cell_model, run_rounds
+from fdabench.federation.rule_interface import RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.auto import gradient_batch_updates
 from fdabench.methods.fda import cosine_scale
+from fdabench.tensor_math.aggregation import delta_error, fedgp
 from tiny import TINY_TRAIN
 
 SETTINGS = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 2, "warmup_rounds": 1})

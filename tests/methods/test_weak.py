@@ -4,12 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fdabench.aggregation import fedavg, fedgp
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import RoundInputs, get_method
 from fdabench.methods.weak import multitask_loss
 from fdabench.models import build_model
 from fdabench.models.multitask import MultiTaskModel
+from fdabench.tensor_math.aggregation import fedavg, fedgp
 from tiny import AUX_TRAIN, aux_problem
 
 SETTINGS = TrainSettings.from_dict(AUX_TRAIN)

@@ -53,8 +53,8 @@ def main() -> int:
         "--modules",
         nargs="+",
         default=[
-            "fdabench.aggregation",
-            "fdabench.dictionary",
+            "fdabench.tensor_math.aggregation",
+            "fdabench.tensor_math.dataset_dictionary",
             "fdabench.data.partition",
             "fdabench.federation.rounds",
             "fdabench.federation.sites",

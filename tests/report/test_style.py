@@ -4,7 +4,7 @@ from itertools import combinations
 
 import pytest
 
-from fdabench.families import FAMILIES
+from fdabench.core.families import FAMILIES
 from fdabench.methods import METHODS, get_method
 from fdabench.report.style import FAMILY_COLORMAPS, families_in_order, method_styles
 

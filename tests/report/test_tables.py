@@ -84,7 +84,7 @@ def test_methods_on_unlabelled_target_data_are_marked(cells):
 def _cell_file(tmp_path, name, modules):
     import json
 
-    from fdabench.cells import FORMAT
+    from fdabench.cell.result import FORMAT
 
     identity = {"suite": "s", "experiment": "exp", "dataset": "d", "method": "fedgp", "algorithm": "fedgp"}
     payload = {
@@ -103,12 +103,12 @@ def _cell_file(tmp_path, name, modules):
 def test_tables_refuse_cells_run_with_different_code_unless_asked(tmp_path, capsys):
     from fdabench.cli import main
 
-    same = _cell_file(tmp_path, "seed0", {"fdabench.aggregation": "aaaa", "fdabench.methods.fda": "1111"})
-    other = _cell_file(tmp_path, "seed1", {"fdabench.aggregation": "bbbb", "fdabench.methods.fda": "1111"})
+    same = _cell_file(tmp_path, "seed0", {"fdabench.tensor_math.aggregation": "aaaa", "fdabench.methods.fda": "1111"})
+    other = _cell_file(tmp_path, "seed1", {"fdabench.tensor_math.aggregation": "bbbb", "fdabench.methods.fda": "1111"})
     csv = tmp_path / "table.csv"
     assert main(["table", same, other, "--csv", str(csv)]) == 2
     message = capsys.readouterr().err
-    assert f"{same} and {other} ran with different code of fdabench.aggregation (aaaa vs bbbb)" in message
+    assert f"{same} and {other} ran with different code of fdabench.tensor_math.aggregation (aaaa vs bbbb)" in message
     assert "--allow-mixed-code" in message and "fdabench status" in message
     assert not csv.exists()  # nothing written
     assert main(["table", same, other, "--csv", str(csv), "--allow-mixed-code"]) == 0

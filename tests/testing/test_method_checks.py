@@ -7,10 +7,10 @@ import sys
 import pytest
 import torch
 
-from fdabench.aggregation import fedda
+from fdabench.core.plugins import shipped_names
 from fdabench.methods import METHODS, Aggregate, RoundLoopMethod
 from fdabench.methods.fda import FedDA
-from fdabench.plugins import shipped_names
+from fdabench.tensor_math.aggregation import fedda
 from fdabench.testing import check_method, failures
 
 pytest_plugins = ["fdabench.testing.fixtures"]

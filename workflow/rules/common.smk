@@ -8,14 +8,14 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from fdabench import gpus, paths
-from fdabench.cells import read_cell, report_labels
+from fdabench.core import devices, paths
+from fdabench.cell.result import read_cell, report_labels
 from fdabench.config import NAME_PATTERN, ParamsError, validate_params
-from fdabench.fingerprint import partition_roots, prepare_roots, theory_roots
-from fdabench.io import canonical_json
-from fdabench.plugin_fingerprint import cell_code as cell_code_fingerprint, plugin_aware_fingerprint
-from fdabench.runlock import RunLockedError, hold_run_lock
-from fdabench.status import heal_workspace
+from fdabench.cell.fingerprint import partition_roots, prepare_roots, theory_roots
+from fdabench.core.io import canonical_json
+from fdabench.cell.plugin_fingerprint import cell_code as cell_code_fingerprint, plugin_aware_fingerprint
+from fdabench.jobs.runlock import RunLockedError, hold_run_lock
+from fdabench.jobs.status import heal_workspace
 
 try:
     PARAMS = validate_params(config)
@@ -26,7 +26,7 @@ NAME = NAME_PATTERN.strip("^$")
 SUITE = PARAMS.suite_name
 DATA = PARAMS.data_root
 USES_GPU = PARAMS.device == "cuda" or (PARAMS.device == "auto" and shutil.which("nvidia-smi") is not None)
-# params.yaml `gpus` (fdabench.gpus): the GPU each cell is pinned to, round-robin in the suite's cell order
+# params.yaml `gpus` (fdabench.core.devices): the GPU each cell is pinned to, round-robin in the suite's cell order
 CELL_GPUS = PARAMS.cell_gpus()
 
 
@@ -35,20 +35,20 @@ def _cell_key(wildcards):
 
 
 def cell_gpu(wildcards):
-    """The GPU a training job runs on (its CUDA_VISIBLE_DEVICES), or gpus.UNPINNED."""
+    """The GPU a training job runs on (its CUDA_VISIBLE_DEVICES), or devices.UNPINNED."""
     device = CELL_GPUS.get(_cell_key(wildcards))
-    return gpus.UNPINNED if device is None else str(device)
+    return devices.UNPINNED if device is None else str(device)
 
 
 # gpu_<index>: 1 for the cells pinned to that GPU, so `--resources gpu_0=K gpu_1=K` runs K cells on each at once
 GPU_RESOURCES = {
-    gpus.resource_name(device): (lambda wildcards, device=device: int(CELL_GPUS.get(_cell_key(wildcards)) == device))
+    devices.resource_name(device): (lambda wildcards, device=device: int(CELL_GPUS.get(_cell_key(wildcards)) == device))
     for device in PARAMS.gpus
 }
 
 
 onstart:
-    # One run per directory (fdabench.runlock): the profile turns Snakemake's own lock, which a kill -9
+    # One run per directory (fdabench.jobs.runlock): the profile turns Snakemake's own lock, which a kill -9
     # leaves stale, off; this one is released whenever its holder exits.
     try:
         hold_run_lock()
@@ -116,21 +116,21 @@ def cell_config(wildcards):
 
 
 def cell_code(wildcards):
-    """The fingerprint of the code the cell's result depends on (fdabench.fingerprint, plus a plugin's modules:
-    fdabench.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
+    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus a plugin's modules:
+    fdabench.cell.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
     other code does not."""
     cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
     return cell_code_fingerprint(cell.config).digest
 
 
 def rerun_marker(wildcards):
-    """A cell's rerun marker while it exists (fdabench.status.heal_workspace): a new one reruns the cell."""
+    """A cell's rerun marker while it exists (fdabench.jobs.status.heal_workspace): a new one reruns the cell."""
     marker = paths.fill(paths.RERUN_MARKER, suite=SUITE, **{k: wildcards[k] for k in ("experiment", "method", "target", "seed")})
     return [marker] if os.path.exists(marker) else []
 
 
 def cell_labels(wildcards, output):
-    """A finished cell's entry in the report (fdabench.cells.report_labels)."""
+    """A finished cell's entry in the report (fdabench.cell.result.report_labels)."""
     return report_labels(read_cell(output[0]))
 
 
@@ -144,7 +144,7 @@ def partition_code(wildcards):
 
 
 def pattern(kind, **values):
-    """The `fdabench.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
+    """The `fdabench.core.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
     return paths.fill(getattr(paths, kind), data=DATA, **values)
 
 
@@ -248,7 +248,7 @@ def quoted_option(option, value):
 
 
 # Before Snakemake plans (in the main process only): a cell file that is unreadable, of another format, or
-# made with other settings or code reruns, and a link to a missing result is removed (fdabench.status).
+# made with other settings or code reruns, and a link to a missing result is removed (fdabench.jobs.status).
 if workflow.is_main_process:
     for change in heal_workspace(PARAMS, view_links()):
         print(f"fdabench: {change}", file=sys.stderr)

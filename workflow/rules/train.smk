@@ -12,7 +12,7 @@ rule train:
         # per cell in the report: no caption (a caption's links grow with the number of items; thousands of
         # cells would take minutes), its facts as labels instead
         # update: a rerun keeps the finished cell in place until the new one is complete, and Snakemake
-        # restores it when the rerun fails (the file records what it was computed with: fdabench.status)
+        # restores it when the rerun fails (the file records what it was computed with: fdabench.jobs.status)
         report(update(pattern("CELL")), category="Cells", subcategory="{experiment}", labels=cell_labels),
     params:
         cell=cell_config,

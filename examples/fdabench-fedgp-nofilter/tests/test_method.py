@@ -5,8 +5,8 @@ import torch
 from fdabench_fedgp_nofilter.method import FedGPNoFilter
 from fdabench_fedgp_nofilter.rule import fedgp_nofilter
 
-from fdabench.aggregation import fedgp
 from fdabench.methods import METHODS
+from fdabench.tensor_math.aggregation import fedgp
 
 pytest_plugins = ["fdabench.testing.fixtures"]
 

@@ -10,16 +10,16 @@ import math
 import re
 from typing import Any
 
-from fdabench import paths
 from fdabench.config import resolve
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
+from fdabench.core import paths
+from fdabench.core.plugins import registration_hint
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.published import PUBLISHED
 from fdabench.paper.theory_check import ROLES
-from fdabench.plugins import registration_hint
 
 
 def theory_roles(check: dict[str, Any]) -> dict[str, str]:

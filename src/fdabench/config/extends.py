@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fdabench.errors import ParamsError
+from fdabench.core.errors import ParamsError
 
 #: keys of a suite whose entries name experiments of the suite (trimmed to the experiments that remain)
 PER_EXPERIMENT_VIEWS = ("tables", "figures")

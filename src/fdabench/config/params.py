@@ -12,14 +12,14 @@ from typing import Any
 
 import yaml
 
-from fdabench import gpus, paths
 from fdabench.config import checks, resolve
 from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.extends import expand_suites
 from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
+from fdabench.core import devices, paths
+from fdabench.core.io import content_hash
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
-from fdabench.io import content_hash
 from fdabench.methods import METHODS
 
 
@@ -68,7 +68,7 @@ class Params:
         self.device: str = raw.get("device", "auto")
         self.threads_per_cell: int = raw.get("threads_per_cell", 1)
         self.checkpoint_every: int = raw.get("checkpoint_every", 0)
-        #: the CUDA devices training cells are spread over (fdabench.gpus); empty: not pinned
+        #: the CUDA devices training cells are spread over (fdabench.core.devices); empty: not pinned
         self.gpus: list[int] = list(raw.get("gpus") or [])
         #: the suites dvc.yaml builds (default: the active one)
         self.dvc_suites: list[str] = (raw.get("dvc") or {}).get("suites") or [self.suite_name]
@@ -192,7 +192,7 @@ class Params:
                         yield self.cell(experiment, method, target, seed)
 
     def cell_gpus(self) -> dict[tuple[str, str, str, int], int]:
-        """(experiment, method, target, seed) -> the GPU the cell is pinned to (fdabench.gpus.assign, in the
+        """(experiment, method, target, seed) -> the GPU the cell is pinned to (fdabench.core.devices.assign, in the
         suite's cell order); empty without `gpus`."""
         if not self.gpus:
             return {}
@@ -203,7 +203,7 @@ class Params:
             for target in self.targets(experiment)
             for seed in self.seeds(experiment)
         ]
-        return gpus.assign(keys, self.gpus)
+        return devices.assign(keys, self.gpus)
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)

@@ -7,14 +7,14 @@ from typing import Any
 
 import jsonschema
 
+from fdabench.core.errors import ParamsError  # noqa: F401  (raised by the config package)
+from fdabench.core.plugins import registration_hint
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
-from fdabench.errors import ParamsError  # noqa: F401  (raised by the config package)
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.theory_check import ROLES
-from fdabench.plugins import registration_hint
 
 #: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)

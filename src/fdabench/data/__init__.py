@@ -1,11 +1,11 @@
 """Datasets (sources of domains) and partitioners, each in a name -> class registry; importing this package
 registers the built-in ones and installed plugins (entry-point groups `fdabench.datasets`,
-`fdabench.partitioners`; `fdabench.plugins`)."""
+`fdabench.partitioners`; `fdabench.core.plugins`)."""
 
-from fdabench.data import amazon, digits, images, office_caltech, synthetic, tabular, vision  # noqa: F401  (register the datasets)
+from fdabench.core.plugins import load_plugins
+from fdabench.data import amazon, digits, image_folders, office_caltech, synthetic, tabular, torchvision_sets  # noqa: F401  (register the datasets)
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset, get_dataset
 from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner, partition_options
-from fdabench.plugins import load_plugins
 
 load_plugins(DATASETS)
 load_plugins(PARTITIONERS)

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fdabench.io import content_hash as payload_hash
-from fdabench.io import file_sha256
-from fdabench.registry import Registry, derive_defaults
+from fdabench.core.io import content_hash as payload_hash
+from fdabench.core.io import file_sha256
+from fdabench.core.registry import Registry, derive_defaults
 
 
 @dataclass

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fdabench.core.io import content_hash
+from fdabench.core.registry import Registry, derive_defaults
 from fdabench.data.base import DatasetSource, PreparedDataset
-from fdabench.io import content_hash
-from fdabench.registry import Registry, derive_defaults
 
 
 @dataclass

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fdabench.registry import Registry
+from fdabench.core.registry import Registry
 
 MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"  # the default local mirror of raw datasets
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"}

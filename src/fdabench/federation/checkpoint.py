@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fdabench.io import atomic_path
+from fdabench.core.io import atomic_path
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The per-round record every method logs (the `rounds` list of a cell file, see `fdabench.cells`)."""
+"""The per-round record every method logs (the `rounds` list of a cell file, see `fdabench.cell.result`)."""
 
 from __future__ import annotations
 

@@ -19,16 +19,16 @@ from typing import Any
 
 import torch
 
-from fdabench.aggregation import fedavg
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.protocol import Aggregate, RoundInputs, RoundRules
 from fdabench.federation.records import primary_metric, round_record
+from fdabench.federation.rule_interface import Aggregate, RoundInputs, RoundRules
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, Sites
 from fdabench.models import build_model
+from fdabench.tensor_math.aggregation import fedavg
 
 RoundCallback = Callable[[dict[str, Any], int], None]
 COUNT_BYTES = 8  # each client also reports its sample count (int64)

@@ -20,7 +20,7 @@ from fdabench.federation.client import LocalResult, LocalSettings, evaluate, tra
 from fdabench.federation.cohort import train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
-from fdabench.federation.protocol import RoundInputs, RoundRules, TargetContext
+from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
 
 
 def client_generator(seed: int, client_index: int) -> torch.Generator:

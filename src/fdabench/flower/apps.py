@@ -1,5 +1,5 @@
 """Flower apps that run one fdabench cell: the ServerApp runs fdabench's round loop (`run_rounds`) with the sites
-behind Flower (`FlowerSites`); the ClientApp is a site (`fdabench.flower.site`).
+behind Flower (`FlowerSites`); the ClientApp is a site (`fdabench.flower.site_worker`).
 
 Configuration (Flower's run config, `flwr run --run-config`, or the defaults given to `make_server_app` and
 `make_client_app` when the simulation engine runs them in this process):
@@ -26,14 +26,14 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, 
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fdabench.federation.protocol import RoundInputs
+from fdabench.core.io import read_json, write_json_atomic
 from fdabench.federation.rounds import run_rounds
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.flower import messages
-from fdabench.flower.site import Site
-from fdabench.flower.sitedata import load_site, problem_shape
+from fdabench.flower.site_files import load_site, problem_shape
+from fdabench.flower.site_worker import Site
 from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo, error_reason
-from fdabench.io import read_json, write_json_atomic
 from fdabench.methods import get_method
 
 DEFAULTS: dict[str, Any] = {

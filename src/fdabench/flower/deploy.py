@@ -21,8 +21,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from fdabench.flower.run import QUIET, run_options, site_files
-from fdabench.io import read_json
+from fdabench.core.io import read_json
+from fdabench.flower.simulation import QUIET, run_options, site_files
 
 APP_NAME = "fdabench-cell"
 

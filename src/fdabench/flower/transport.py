@@ -28,13 +28,13 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 from torch import Tensor
 
-from fdabench.aggregation import auto_betas
 from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.protocol import RoundInputs
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.sites import SourceRound, TargetRound
 from fdabench.flower import messages
 from fdabench.flower.messages import RejectedReply
+from fdabench.tensor_math.aggregation import auto_betas
 
 POLICIES = ("fail", "wait", "skip")
 

@@ -1,9 +1,9 @@
 """Methods in a name -> class registry; importing this package registers every built-in method and every
-installed plugin method (entry-point group `fdabench.methods`, `fdabench.plugins`)."""
+installed plugin method (entry-point group `fdabench.methods`, `fdabench.core.plugins`)."""
 
+from fdabench.core.plugins import load_plugins
 from fdabench.methods import auto, baselines, dadil, fda, federated, kd3a, personalised, weak  # noqa: F401
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod, get_method
-from fdabench.plugins import load_plugins
 
 load_plugins(METHODS)
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from fdabench.aggregation import StreamingAutoWeights, delta_error, fedda
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
+from fdabench.tensor_math.aggregation import StreamingAutoWeights, delta_error, fedda
 
 
 class AutoWeighted(RoundLoopMethod):

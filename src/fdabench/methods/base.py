@@ -14,13 +14,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from fdabench.core.registry import Registry, derive_defaults
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.protocol import Aggregate, RoundInputs, TargetContext
 from fdabench.federation.rounds import run_rounds
+from fdabench.federation.rule_interface import Aggregate, RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
-from fdabench.registry import Registry, derive_defaults
 
 __all__ = [
     "METHODS",
@@ -38,7 +38,7 @@ class Method(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
-    #: the method's family, a key of fdabench.families.FAMILIES (recorded in its cells; figures group by it)
+    #: the method's family, a key of fdabench.core.families.FAMILIES (recorded in its cells; figures group by it)
     family: ClassVar[str]
     #: whether training reads the target's unlabelled training inputs (recorded in cells, marked in tables)
     uses_unlabelled_target: ClassVar[bool] = False

@@ -3,8 +3,8 @@ oracle."""
 
 from __future__ import annotations
 
-from fdabench.aggregation import fedavg
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.tensor_math.aggregation import fedavg
 
 
 @METHODS.register

@@ -32,7 +32,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fdabench.dictionary import barycentre, project_simplex, wasserstein_cost
 from fdabench.federation.client import adam
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import round_record
@@ -40,6 +39,7 @@ from fdabench.federation.rounds import build_cell_model, run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Method
 from fdabench.methods.baselines import SourceOnly
+from fdabench.tensor_math.dataset_dictionary import barycentre, project_simplex, wasserstein_cost
 
 FLOAT_BYTES = 4  # atoms travel as float32
 LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewhere (softmax ≈ 0.94 with 10 classes)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fdabench.aggregation import fedda, fedgp
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.tensor_math.aggregation import fedda, fedgp
 
 BETA_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1, "description": "weight of the source term"}
 

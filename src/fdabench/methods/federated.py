@@ -7,7 +7,6 @@ import time
 
 import torch
 
-from fdabench.aggregation import fedavg
 from fdabench.federation.client import LocalSettings, Proximal, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
@@ -16,6 +15,7 @@ from fdabench.federation.rounds import build_cell_model, local_settings, run_rou
 from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
+from fdabench.tensor_math.aggregation import fedavg
 
 
 @METHODS.register

@@ -23,7 +23,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from fdabench.aggregation import fedavg
 from fdabench.federation.checkpoint import loop_state, restore_loop
 from fdabench.federation.client import (
     LocalSettings,
@@ -41,6 +40,7 @@ from fdabench.federation.records import primary_metric, round_record
 from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
 from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Method
+from fdabench.tensor_math.aggregation import fedavg
 
 
 @dataclass

@@ -27,10 +27,10 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from fdabench.aggregation import fedavg
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.methods.fda import BETA_SCHEMA, SCALE_ALIGNMENT_SCHEMA, combine_fedgp
 from fdabench.models.multitask import AUX_PREFIX, MultiTaskModel
+from fdabench.tensor_math.aggregation import fedavg
 
 
 def multitask_loss(loss_fn, alpha: float):

@@ -2,9 +2,9 @@
 linear layer), so methods that treat body and head differently never special-case an architecture. Importing
 this package registers the built-in models and installed plugins (entry-point group `fdabench.models`)."""
 
+from fdabench.core.plugins import load_plugins
 from fdabench.models import small, vision  # noqa: F401  (registers the models)
 from fdabench.models.base import MODELS, ModelFactory, build_model, resolved_model_options
-from fdabench.plugins import load_plugins
 
 load_plugins(MODELS)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from fdabench.registry import Registry
+from fdabench.core.registry import Registry
 
 ModelFactory = Callable[..., nn.Module]
 MODELS: Registry[ModelFactory] = Registry("model")

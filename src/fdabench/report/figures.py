@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fdabench.cells import read_cell
-from fdabench.families import FAMILIES
-from fdabench.io import atomic_path
+from fdabench.cell.result import read_cell
+from fdabench.core.families import FAMILIES
+from fdabench.core.io import atomic_path
 from fdabench.paper.published import PUBLISHED_AVERAGES, method_key, published_value
 from fdabench.report.style import REFERENCE_METHODS, MethodStyle, families_in_order, method_styles
 from fdabench.report.tables import AVERAGE

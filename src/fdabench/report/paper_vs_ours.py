@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from fdabench.cells import read_cell
+from fdabench.cell.result import read_cell
 from fdabench.paper.gaps import MEASURED_CAUSES
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value

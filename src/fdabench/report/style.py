@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from fdabench.families import FAMILIES
+from fdabench.core.families import FAMILIES
 
 #: a sequential matplotlib colormap per family (its dark end first)
 FAMILY_COLORMAPS = {

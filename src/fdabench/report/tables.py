@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from fdabench.cells import check_same_code, facts_row, read_cell
+from fdabench.cell.result import check_same_code, facts_row, read_cell
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
 AVERAGE = "Avg"
@@ -230,8 +230,8 @@ def cells_html(paths: Iterable[str], title: str | None = None) -> str:
     frame = pd.DataFrame([facts_row(cell) for cell in cells])
     frame["settings (where cells differ)"], shared = settings_split([cell["config"] for cell in cells])
     notes = [
-        "code: the cell's code fingerprint (fdabench.fingerprint); the full resolved configuration is in each cell's "
-        "result file (config) and in its report entry (job parameter cell).",
+        "code: the cell's code fingerprint (fdabench.cell.fingerprint); the full resolved configuration is in each "
+        "cell's result file (config) and in its report entry (job parameter cell).",
         "Settings every cell shares: " + "; ".join(f"{key}={value}" for key, value in shared.items()) + ".",
     ]
     return html_page([(frame, title, False)], notes)

@@ -30,8 +30,8 @@ import torch
 
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.problem import ClientData, FederatedProblem
-from fdabench.federation.protocol import RoundInputs
 from fdabench.federation.rounds import run_rounds
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, Method, RoundLoopMethod
 

@@ -11,7 +11,7 @@ class FedGPNoFilter(RoundLoopMethod):
     """FedGP without the filter: θ += Σ_i w_i [(1 − β) g_T + β Proj(g_T | g_i)] per layer, after FedAvg warm-up."""
 
     name = "fedgp_nofilter"  # the entry point's name in pyproject.toml
-    family = "fda"  # a key of fdabench.families.FAMILIES: colours and figure rows
+    family = "fda"  # a key of fdabench.core.families.FAMILIES: colours and figure rows
     description = "FedGP with negative projections kept"
     warmup = True  # FedAvg rounds over the sources first (settings.warmup_rounds), as FedDA and FedGP
     hparams_schema = {

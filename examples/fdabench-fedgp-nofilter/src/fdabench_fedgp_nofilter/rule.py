@@ -11,7 +11,7 @@ def fedgp_nofilter(
 ) -> Tensor:
     """Σ_i w_i [(1 − β) g_T,k + β Proj(g_T,k | g_i,k)] per layer k, Proj(v|u) = ⟨v,u⟩ u / ‖u‖² (0 for u = 0).
 
-    FedGP (fdabench.aggregation.fedgp) keeps only positive projections; this variant keeps them all.
+    FedGP (fdabench.tensor_math.aggregation.fedgp) keeps only positive projections; this variant keeps them all.
     `target_update` (m,), `source_updates` (N, m), `source_counts` (N,), w_i = n_i / Σ n."""
     weights = source_counts.to(source_updates.dtype) / source_counts.sum()
     pieces = []

@@ -12,7 +12,7 @@ plugin's module that is imported before fdabench (its own tests) then registers 
 Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads its groups when it is
 imported, so plugins are registered before params.yaml is validated and wherever a name is looked up (the
 CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped registries alone). A
-plugin's modules are part of the code fingerprint of the cells that use it (`fdabench.plugin_fingerprint`).
+plugin's modules are part of the code fingerprint of the cells that use it (`fdabench.cell.plugin_fingerprint`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
-from fdabench.registry import Registry, member_name
+from fdabench.core.registry import Registry, member_name
 
 #: entry-point group -> the registry (by family name) its members join
 GROUPS = {

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from fdabench.core.io import atomic_path, read_json, write_json_atomic
 from fdabench.federation.problem import ClientData, FederatedProblem
-from fdabench.io import atomic_path, read_json, write_json_atomic
 
 MANIFEST = "sites.json"
 TARGET = "target"

@@ -13,14 +13,14 @@ import dataclasses
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
 from statistics import median
 from typing import Any
 
 import torch
 
-from fdabench import paths
-from fdabench.bench import peak_rss_bytes, reset_peak_rss
+from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
+from fdabench.cell.lookup import cell_inputs, resolve_cell
+from fdabench.cell.run import load_problem, resolve_device
 from fdabench.config import Params
 from fdabench.federation import cohort as cohort_training
 from fdabench.federation import rounds as round_loop
@@ -32,52 +32,9 @@ from fdabench.federation.rounds import build_cell_model, local_settings
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import client_generator
 from fdabench.methods import get_method
-from fdabench.runner import load_problem, resolve_device
 
 #: the parts of a round the bench times separately (round-loop methods)
 PARTS = ("source_training", "target_training", "aggregation", "evaluation")
-
-
-class MissingCellInputs(FileNotFoundError):
-    """The cell's prepared data or partition has not been built yet."""
-
-
-def resolve_cell(params: Params, experiment: str, method: str, target: str | None, seed: int | None) -> tuple[str, int]:
-    """The cell's target and seed (default: the experiment's first); a clear error, with the allowed values, for an
-    experiment, method, target or seed the suite does not have."""
-    choices = {
-        "experiment": (experiment, params.experiment_names()),
-        "method": (method, params.methods(experiment) if experiment in params.experiment_names() else []),
-    }
-    for what, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise ValueError(f"suite {params.suite_name} has no {what} {value!r}; allowed: {', '.join(allowed)}")
-    target = target if target is not None else params.targets(experiment)[0]
-    seed = seed if seed is not None else params.seeds(experiment)[0]
-    for what, value, allowed in (
-        ("target", target, params.targets(experiment)),
-        ("seed", seed, params.seeds(experiment)),
-    ):
-        if value not in allowed:
-            raise ValueError(
-                f"experiment {experiment} has no {what} {value!r}; allowed: {', '.join(map(str, allowed))}"
-            )
-    return target, seed
-
-
-def cell_inputs(params: Params, experiment: str, target: str, seed: int) -> tuple[str, str]:
-    """The prepared data and partition a cell reads; a clear error naming the command that builds them."""
-    prepared = params.prepared_path(experiment)
-    partition = paths.fill(
-        paths.PARTITION, data=params.data_root, suite=params.suite_name, experiment=experiment, target=target, seed=seed
-    )
-    missing = [path for path in (prepared, partition) if not Path(path).exists()]
-    if missing:
-        raise MissingCellInputs(
-            f"{', '.join(missing)} not built yet; build them with: snakemake --cores 2 {' '.join(missing)} "
-            f"--config suite={params.suite_name}"
-        )
-    return prepared, partition
 
 
 class _Timers:

@@ -6,7 +6,7 @@ whole target domain, g_S over the source, and ĝ_T over n labelled target sample
     d_π² = ‖g_T − g_S‖²,  σ_π² = E‖ĝ_T − g_T‖² (Monte Carlo over draws of n samples from the target's
     training pool),  τ²d_π² = ‖g_T − ⟨g_T, u⟩u‖² with u = g_S / ‖g_S‖,
 and the Delta errors of target-only, source-only, FedDA(β) and FedGP(β) follow in closed form
-(`fdabench.aggregation.delta_error`). The report compares the predicted winner with the rules' best
+(`fdabench.tensor_math.aggregation.delta_error`). The report compares the predicted winner with the rules' best
 target test losses from training.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from fdabench.aggregation import delta_error
 from fdabench.federation.client import loss_function
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem, concatenate
 from fdabench.federation.settings import TrainSettings
 from fdabench.models import build_model
+from fdabench.tensor_math.aggregation import delta_error
 
 
 def _gradient(space: ParameterSpace, loss_fn, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

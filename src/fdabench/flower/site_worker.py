@@ -19,11 +19,11 @@ from torch import Tensor
 
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.protocol import RoundInputs
 from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import client_generator, target_training_data, train_target
-from fdabench.flower.sitedata import SiteData, problem_shape
+from fdabench.flower.site_files import SiteData, problem_shape
 from fdabench.methods import get_method
 
 

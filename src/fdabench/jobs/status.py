@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from fdabench import paths
-from fdabench.cells import FORMAT
+from fdabench.cell.plugin_fingerprint import cell_code
+from fdabench.cell.result import FORMAT
 from fdabench.config.params import Cell, Params
+from fdabench.core import paths
+from fdabench.core.io import read_json
 from fdabench.federation.checkpoint import checkpoint_path
-from fdabench.io import read_json
-from fdabench.plugin_fingerprint import cell_code
 
 STATES = ("current", "stale", "failed", "missing")
 

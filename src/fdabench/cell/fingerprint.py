@@ -10,7 +10,7 @@ a change to one method or dataset leaves the jobs of the others current.
 Roots per kind of job (what the job runs):
 - prepare: the dataset's module;
 - partition: the partitioner's and the dataset's modules;
-- train (a cell): fdabench.runner (loading, problem building, the cell summary) and the modules of the
+- train (a cell): fdabench.cell.run (loading, problem building, the cell summary) and the modules of the
   cell's method, dataset, partitioner and model, as registered under the names in its configuration;
 - theory init: a cell's roots without the method.
 
@@ -32,8 +32,8 @@ from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 
-PACKAGE = Path(__file__).resolve().parent
-RUNNER = "fdabench.runner"
+PACKAGE = Path(__file__).resolve().parents[1]  # src/fdabench
+RUNNER = "fdabench.cell.run"
 
 
 @dataclass(frozen=True)

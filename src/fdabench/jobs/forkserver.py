@@ -40,14 +40,14 @@ from multiprocessing.connection import Client, Connection
 from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
 
-from fdabench.gpus import SCHEDULER_VARIABLES
-from fdabench.plugins import plugin_source_files
+from fdabench.core.devices import SCHEDULER_VARIABLES
+from fdabench.core.plugins import plugin_source_files
 
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
 IN_CHILD_VARIABLE = "FDABENCH_FORKSERVER_CHILD"
 #: what the server imports before it accepts jobs (torch._dynamo: what torch.optim's first optimiser imports)
-PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.runner")
+PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.cell.run")
 START_TIMEOUT_SECONDS = 120
 SOCKET_PATH_LIMIT = 104  # sun_path holds 108 bytes on Linux, 104 on macOS
 
@@ -84,12 +84,12 @@ def installed_distributions() -> list[str]:
 
 
 def server_key() -> str:
-    """Changes whenever the interpreter, fdabench's files, a plugin's files (`fdabench.plugins`) or any installed
+    """Changes whenever the interpreter, fdabench's files, a plugin's files (`fdabench.core.plugins`) or any installed
     distribution change."""
     digest = hashlib.sha256(sys.executable.encode())
     for name in installed_distributions():
         digest.update(name.encode() + b"\0")
-    package = Path(__file__).parent
+    package = Path(__file__).parents[1]  # src/fdabench
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}".encode())

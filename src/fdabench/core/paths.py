@@ -32,7 +32,7 @@ PLOTS_BETAS = "results/plots/{suite}/betas"
 # a relative link into results/<suite>/, re-pointed when the active suite changes (`active_view`).
 VIEW = "results/{view}"
 #: written before planning when a cell file must rerun although Snakemake considers it done (a training job's
-#: input while it exists: a new one, newer than the cell, reruns the cell; `fdabench.status.heal_workspace`)
+#: input while it exists: a new one, newer than the cell, reruns the cell; `fdabench.jobs.status.heal_workspace`)
 RERUN_MARKER = ".snakemake/fdabench-rerun/{suite}/{experiment}/{method}/{target}/seed{seed}"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
 RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots")

@@ -1,5 +1,5 @@
 """The synthetic theory check's report (FedGP paper, appendix B, Figure 5): the predicted winner at
-initialisation (from `fdabench.theory.initial_quantities` records) against the rules' training results."""
+initialisation (from `fdabench.federation.initial_quantities` records) against the rules' training results."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ Keys (format "fdabench.cell/1"):
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
   versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
-  depends on, `fdabench.fingerprint`; tables refuse cells whose shared modules differ, `check_same_code`),
+  depends on, `fdabench.cell.fingerprint`; tables refuse cells whose shared modules differ, `check_same_code`),
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it),
-  family (the method's family, `fdabench.families`: figures group and colour by it).
+  family (the method's family, `fdabench.core.families`: figures group and colour by it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
 (Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
 (FedDaDiL's FedAvg encoder, then its dictionary rounds). Personalised methods also log
@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdabench.io import read_json
+from fdabench.core.io import read_json
 
 FORMAT = "fdabench.cell/1"
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")

@@ -11,14 +11,14 @@ from typing import Any
 
 import torch
 
-from fdabench.bench_cell import cell_inputs, resolve_cell
+from fdabench.cell.lookup import cell_inputs, resolve_cell
+from fdabench.cell.run import load_problem
 from fdabench.config import Params
+from fdabench.core.io import read_json, write_json_atomic
 from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
-from fdabench.flower.sitedata import export_sites, read_manifest
-from fdabench.io import read_json, write_json_atomic
+from fdabench.flower.site_files import export_sites, read_manifest
 from fdabench.methods import METHODS, RoundLoopMethod
-from fdabench.runner import load_problem
 
 CELL_FILE = "cell.json"
 #: what every Flower process of a run gets: no telemetry, no update check, no runtime package installation

@@ -25,8 +25,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from fdabench.aggregation import StreamingAutoWeights, auto_weights, fedgp
 from fdabench.config import validate_params
+from fdabench.tensor_math.aggregation import StreamingAutoWeights, auto_weights, fedgp
 
 RESNET18_PARAMETERS = 11_689_512
 
@@ -227,7 +227,7 @@ def memory_rows(count: int, m: int, batches: int) -> list[dict[str, Any]]:
     """Run each probe in a fresh process (peak RSS is per process)."""
     rows = []
     for mode in ("streaming", "stored"):
-        command = [sys.executable, "-m", "fdabench.bench", mode, str(count), str(m), str(batches)]
+        command = [sys.executable, "-m", "fdabench.bench.aggregation", mode, str(count), str(m), str(batches)]
         result = subprocess.run(command, capture_output=True, text=True, check=True)
         rows.append(json.loads(result.stdout))
     return rows

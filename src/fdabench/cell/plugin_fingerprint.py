@@ -1,10 +1,10 @@
-"""Code fingerprints that include plugins: `fdabench.fingerprint` hashes the fdabench modules a job reaches;
-here a root written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.plugins`)
+"""Code fingerprints that include plugins: `fdabench.cell.fingerprint` hashes the fdabench modules a job reaches;
+here a root written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.core.plugins`)
 adds its own package's modules that it reaches through imports, normalised the same way, and the fdabench
-modules those import. A job with no plugin component gets exactly `fdabench.fingerprint`'s fingerprint, so
+modules those import. A job with no plugin component gets exactly `fdabench.cell.fingerprint`'s fingerprint, so
 plugins change no shipped cell's fingerprint; a change to a plugin's code reruns the cells that use it.
 
-Kept apart from `fdabench.fingerprint` because that module is itself part of every cell's fingerprint.
+Kept apart from `fdabench.cell.fingerprint` because that module is itself part of every cell's fingerprint.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fdabench import fingerprint
-from fdabench.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
+from fdabench.cell import fingerprint
+from fdabench.cell.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
 
 INTERNAL = "fdabench"
 
@@ -79,7 +79,7 @@ def external_modules(roots: Iterable[str]) -> tuple[dict[str, Path], set[str]]:
 
 
 def plugin_aware_fingerprint(roots: Iterable[str]) -> CodeFingerprint:
-    """`fdabench.fingerprint.code_fingerprint(roots)`, plus the plugin modules reached from `roots`."""
+    """`fdabench.cell.fingerprint.code_fingerprint(roots)`, plus the plugin modules reached from `roots`."""
     roots = list(roots)
     external, internal = external_modules(roots)
     if not external:
@@ -94,5 +94,6 @@ def plugin_aware_fingerprint(roots: Iterable[str]) -> CodeFingerprint:
 
 
 def cell_code(config: dict[str, Any]) -> CodeFingerprint:
-    """The fingerprint a cell records and is compared with (`fdabench.fingerprint.cell_roots`, plugins included)."""
+    """The fingerprint a cell records and is compared with (`fdabench.cell.fingerprint.cell_roots`, plugins
+    included)."""
     return plugin_aware_fingerprint(fingerprint.cell_roots(config))

@@ -1,5 +1,5 @@
 """Run one cell: load its prepared data and partition, build the federated problem, train the method, and
-return the cell result (format: `fdabench.cells`). The CLI only parses arguments and writes the result."""
+return the cell result (format: `fdabench.cell.result`). The CLI only parses arguments and writes the result."""
 
 from __future__ import annotations
 
@@ -13,17 +13,17 @@ from typing import Any
 import torch
 
 from fdabench import __version__
-from fdabench.cells import summarise
+from fdabench.cell.fingerprint import cell_fingerprint
+from fdabench.cell.result import summarise
+from fdabench.core.io import canonical_json, read_json
 from fdabench.data import Partition, PreparedDataset
 from fdabench.federation.checkpoint import Checkpoints
+from fdabench.federation.initial_quantities import initial_quantities
 from fdabench.federation.problem import FederatedProblem, build_problem
 from fdabench.federation.records import primary_metric
 from fdabench.federation.settings import TrainSettings
-from fdabench.fingerprint import cell_fingerprint
-from fdabench.io import canonical_json, read_json
 from fdabench.methods import get_method
 from fdabench.models import resolved_model_options
-from fdabench.theory import initial_quantities
 
 ProgressCallback = Callable[[dict[str, Any], int, str], None]  # (record, total rounds, the cell's metric)
 
