@@ -114,7 +114,7 @@ def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, 
             [
                 sys.executable,
                 "-m",
-                "fdabench.cli",
+                "fdabench",
                 "train",
                 "--cell",
                 canonical_json(config),

@@ -1,0 +1,99 @@
+"""`fdabench bench`: the benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from fdabench.cli.common import cell_arguments
+
+
+def cmd_bench_cell(args: argparse.Namespace) -> int:
+    from fdabench.bench.cell import bench_cell, compare_cohort
+    from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.config import load_params
+    from fdabench.core.io import write_json_atomic
+
+    if len(args.cell) != 3:
+        print("fdabench: bench cell takes SUITE EXPERIMENT METHOD", file=sys.stderr)
+        return 2
+    suite, experiment, method = args.cell
+    params = load_params(args.params).for_suite(suite)
+    cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
+    device = None if args.device == "all" else args.device
+    try:
+        if args.cohort == "both":
+            result = compare_cohort(*cell, device, args.repeats or 2)
+        else:
+            result = bench_cell(*cell, device, args.cohort)
+    except (MissingCellInputs, ValueError) as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1))
+    if args.output:
+        write_json_atomic(args.output, result)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from fdabench.bench import aggregation as bench
+    from fdabench.core.io import write_text_atomic
+
+    if args.what == "cell":
+        return cmd_bench_cell(args)
+    if args.what == "aggregation":
+        import torch
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
+        frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats or 5, args.batches)
+    elif args.what == "memory":
+        frame = bench.memory_frame(args.sources[0], args.sizes[0], args.batches)
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(bench.startup_rows(args.repeats or 5))
+    print(frame.to_markdown(index=False, floatfmt=".4g"))
+    if args.output:
+        write_text_atomic(args.output, frame.to_csv(index=False))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this stage's subcommands."""
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job "
+        "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD)",
+    )
+    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell"], help="which benchmark")
+    p.add_argument(
+        "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
+    )
+    cell_arguments(p, "cell")
+    p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
+    p.add_argument(
+        "--cohort",
+        choices=["auto", "on", "off", "both"],
+        help="cell: the train setting cohort (default: the cell's); both: off and on alternately, compared",
+    )
+    p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
+    p.add_argument(
+        "--sizes",
+        type=lambda v: int(float(v)),
+        nargs="+",
+        default=[100_000, 1_000_000, 11_689_512],
+        help="update sizes m (1.1e7 is ResNet-18)",
+    )
+    p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")
+    p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        help="aggregation, startup: timings of each (default 5); cell --cohort both: runs of each mode (default 2)",
+    )
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--output", help="also write the table as CSV (cell: the measurements as JSON)")
+    p.set_defaults(handler=cmd_bench)

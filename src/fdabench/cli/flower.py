@@ -1,0 +1,89 @@
+"""`fdabench flower`: one cell through Flower (export, simulate, deploy, app)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fdabench.cli.common import cell_arguments
+
+
+def cmd_flower(args: argparse.Namespace) -> int:
+    """fdabench flower export|simulate|deploy|app: one cell of a round-loop suite through Flower."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        print('fdabench: the flower commands need Flower: uv pip install -e ".[flower]"', file=sys.stderr)
+        return 2
+    from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.flower import deploy, simulation
+    from fdabench.flower.faults import Fault
+    from fdabench.flower.transport import SiteFailure
+
+    try:
+        if args.action == "export":
+            from fdabench.config import load_params
+
+            if len(args.cell) != 3:
+                print("fdabench: flower export takes SUITE EXPERIMENT METHOD", file=sys.stderr)
+                return 2
+            suite, experiment, method = args.cell
+            params = load_params(args.params).for_suite(suite)
+            manifest = simulation.export_cell(params, experiment, method, args.target, args.seed, args.output)
+            for site in manifest["sites"]:
+                print(f"{args.output}/{site['file']}: {site['role']} {site['name']}, {site['samples']} samples")
+            return 0
+        if len(args.cell) != 1:
+            print(f"fdabench: flower {args.action} takes the folder `flower export` wrote", file=sys.stderr)
+            return 2
+        folder = args.cell[0]
+        if args.result is None or (args.action == "app" and args.output is None):
+            needed = "--result and --output" if args.action == "app" else "--result"
+            print(f"fdabench: flower {args.action} needs {needed}", file=sys.stderr)
+            return 2
+        policy = (args.dropout, args.timeout, args.wait_seconds)
+        if args.action == "app":
+            options = simulation.run_options(folder, args.result, *policy, threads=args.threads)
+            options.pop("site-files")
+            app = deploy.write_app(args.output, options)
+            print(f"{app}: flwr run {app} <connection>  (each SuperNode: --node-config \"site-data='<its file>'\")")
+            return 0
+        if args.action == "simulate":
+            faults = [Fault.parse(text) for text in args.fault or []]
+            history = simulation.simulate(folder, args.result, *policy, threads=args.threads, faults=faults)
+        else:
+            history = deploy.deploy_locally(folder, args.result, *policy, threads=args.threads, work=args.work)
+    except (MissingCellInputs, SiteFailure, ValueError, FileNotFoundError, RuntimeError, TimeoutError) as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 1
+    last = history["rounds"][-1]
+    print(f"{args.result}: {len(history['rounds'])} rounds, final {history['metric']} {last[history['metric']]:.4f}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this stage's subcommands."""
+    p = sub.add_parser(
+        "flower",
+        help="one cell through Flower: export its site files, run them on Flower's simulation engine or a local "
+        "deployment (a process per site), or write the Flower app for a deployment across machines",
+    )
+    p.add_argument("action", choices=["export", "simulate", "deploy", "app"], help="what to do with the cell")
+    p.add_argument(
+        "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
+    )
+    cell_arguments(p, "export")
+    p.add_argument("--output", help="export: the folder for the site files; app: the app folder")
+    p.add_argument("--result", help="simulate, deploy, app: the result file the server writes")
+    p.add_argument("--dropout", choices=["fail", "wait", "skip"], default="fail", help="what a missing site does")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds a site has to answer a message")
+    p.add_argument("--wait-seconds", type=float, default=600.0, help="--dropout wait: how long to keep asking")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the server and of each site")
+    p.add_argument("--work", help="deploy: keep the processes' logs here")
+    p.add_argument(
+        "--fault",
+        action="append",
+        metavar="SITE:ROUND:KIND[:TIMES]",
+        help="simulate: a planned fault (drop, nan, shape) to rehearse the dropout policy (fdabench.flower.faults)",
+    )
+    p.set_defaults(handler=cmd_flower)

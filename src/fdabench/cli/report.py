@@ -1,0 +1,180 @@
+"""Report stage commands: tables, figures, DVC metrics and plot series, and published vs ours."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from fdabench.cli.common import CommandError
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from fdabench.cell.result import IncompleteCellError, MixedCodeError
+    from fdabench.core.io import write_json_atomic, write_text_atomic
+    from fdabench.jobs.status import unreadable_cells_message
+    from fdabench.report.tables import (
+        cells_frame,
+        html_table,
+        markdown_table,
+        table_json,
+        tidy_table,
+        unlabelled_target_methods,
+    )
+
+    try:
+        cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
+    except MixedCodeError as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
+    except IncompleteCellError:
+        raise CommandError(unreadable_cells_message(args.cells)) from None
+    tidy = tidy_table(cells)
+    unlabelled = unlabelled_target_methods(cells)
+    if args.csv:
+        write_text_atomic(args.csv, tidy.to_csv(index=False, float_format="%.6g"))
+    if args.md:
+        write_text_atomic(args.md, markdown_table(tidy, args.title, unlabelled))
+    if args.json:
+        write_json_atomic(args.json, table_json(tidy))
+    if args.html:
+        write_text_atomic(args.html, html_table(tidy, args.title, unlabelled))
+    if not (args.csv or args.md or args.json or args.html):
+        print(markdown_table(tidy, args.title, unlabelled))
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fdabench.core.io import read_json, write_json_atomic
+
+    tables = {Path(path).stem: read_json(path) for path in sorted(args.tables)}
+    write_json_atomic(args.output, tables)
+    print(f"{len(tables)} tables -> {args.output}")
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
+
+    families = dict(json.loads(args.methods)) if args.methods else None
+    if args.kind in ("shift", "beta", "alpha"):
+        plot_sweep(args.cells, args.output, args.kind, args.title, families)
+    elif args.kind == "betas":
+        plot_betas(args.cells, args.output, args.title)
+    else:
+        {"rounds": plot_rounds, "final": plot_final}[args.kind](args.cells, args.output, args.title, families)
+    return 0
+
+
+def cmd_cells_table(args: argparse.Namespace) -> int:
+    from fdabench.core.io import write_text_atomic
+    from fdabench.report.tables import cells_html
+
+    write_text_atomic(args.html, cells_html(args.cells, args.title))
+    return 0
+
+
+def cmd_plots(args: argparse.Namespace) -> int:
+    from fdabench.report.dvc_plots import write_dvc_plots
+
+    rounds, betas = write_dvc_plots(args.cells, args.rounds, args.betas)
+    print(f"{rounds} per-round series -> {args.rounds}; {betas} β series -> {args.betas}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fdabench.core.io import write_text_atomic
+    from fdabench.report import paper_vs_ours as report
+
+    table = report.paper_vs_ours(args.cells)
+    ranks = report.average_ranks(report.suite_means(args.cells))
+    write_text_atomic(args.csv, table.to_csv(index=False, float_format="%.4g"))
+    write_text_atomic(args.md, report.paper_vs_ours_markdown(table, ranks))
+    if args.html:
+        write_text_atomic(args.html, report.paper_vs_ours_html(table, ranks))
+    summary = report.paper_vs_ours_summary(table)
+    if args.summary_csv:
+        write_text_atomic(args.summary_csv, summary.to_csv(index=False))
+    if args.readme:
+        if not args.suite:
+            raise SystemExit("fdabench compare: --readme needs --suite (the suite the cells belong to)")
+        readme = Path(args.readme)
+        write_text_atomic(readme, report.replace_status(readme.read_text(), report.status_table(summary, args.suite)))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this stage's subcommands."""
+    p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--csv", help="write the tidy table (CSV) here")
+    p.add_argument("--md", help="write the paper-layout table (Markdown) here")
+    p.add_argument("--json", help="write the metrics (JSON, for dvc metrics) here")
+    p.add_argument("--html", help="the Markdown table as an HTML page (what the Snakemake report shows)")
+    p.add_argument("--title", help="title shown above the output")
+    p.add_argument(
+        "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
+    )
+    p.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="tabulate cells that ran with different versions of code they share (refused by default)",
+    )
+    p.set_defaults(handler=cmd_table)
+
+    p = sub.add_parser("figure", help="plot cells")
+    p.add_argument(
+        "kind",
+        choices=["rounds", "final", "betas", "shift", "beta", "alpha"],
+        help="rounds: metric per round, a row of panels per method family; final: final metric per method and "
+        "target with its seeds and the published value (a table at a glance); betas: auto-weighting β per source "
+        "and round; shift: final metric vs the level in the target name; beta (alpha): final metric vs β (α)",
+    )
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("--title", help="title shown above the output")
+    p.add_argument(
+        "--methods",
+        help="JSON list of [method, family] pairs, the whole suite's methods in table order: fixes each method's "
+        "colour, so it is the same in every figure (default: the given cells' methods)",
+    )
+    p.set_defaults(handler=cmd_figure)
+
+    p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
+    p.add_argument("tables", nargs="*", help="table JSON files (fdabench table --json)")
+    p.add_argument("--output", required=True, help="the file to write")
+    p.set_defaults(handler=cmd_metrics)
+
+    p = sub.add_parser(
+        "cells-table", help="every cell with its final metric, device, seconds, code and settings (HTML)"
+    )
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--html", required=True, help="the HTML page to write")
+    p.add_argument("--title", help="title shown above the output")
+    p.set_defaults(handler=cmd_cells_table)
+
+    p = sub.add_parser(
+        "plots", help="the per-round series `dvc plots` draws: one CSV per experiment and method (β: per source)"
+    )
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--rounds", required=True, help="folder for rounds/<experiment>/<method>.csv (replaced as a whole)")
+    p.add_argument(
+        "--betas", required=True, help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)"
+    )
+    p.set_defaults(handler=cmd_plots)
+
+    p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
+    p.add_argument("cells", nargs="+", help="cell result files")
+    p.add_argument("--csv", required=True, help="the CSV table to write")
+    p.add_argument("--md", required=True, help="the Markdown table to write")
+    p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
+    p.add_argument(
+        "--summary-csv", help="also the per-table summary (rows matched, on which settings, within 3 points)"
+    )
+    p.add_argument("--readme", help="rewrite the reproduction-status block of this README from the summary")
+    p.add_argument("--suite", help="the suite the cells belong to (named in the README block)")
+    p.set_defaults(handler=cmd_compare)

@@ -1,0 +1,135 @@
+"""Training stage commands: train one cell (through the fork server when it can), and the fork server itself."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from fdabench.cli.common import CommandError, json_argument, require_json, require_writable
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.cell.run import CellInputError, run_cell
+    from fdabench.core.devices import pin
+    from fdabench.core.io import write_json_atomic
+    from fdabench.federation.checkpoint import checkpoint_path
+
+    config = args.cell
+    missing = [key for key in CELL_CONFIG_KEYS if not isinstance(config, dict) or key not in config]
+    if missing:
+        raise CommandError(
+            f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, as the train rule does "
+            "(`snakemake <cell path>` runs one cell)"
+        )
+    require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
+    require_json(args.partition, "partition", "its partition job")
+    label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+    if args.checkpoint_every < 0:
+        raise SystemExit(
+            f"fdabench: --checkpoint-every is a number of rounds or 0 (never), not {args.checkpoint_every}"
+        )
+    try:
+        pin(args.pin_gpu)  # before anything starts CUDA
+    except ValueError as error:
+        raise SystemExit(f"fdabench: {error}") from None
+    require_writable(args.output)
+    checkpoint = checkpoint_path(args.output)
+    try:
+        with _RoundProgress(label) as on_round:
+            result = run_cell(
+                config,
+                args.prepared,
+                args.partition,
+                args.threads,
+                args.device,
+                on_round=on_round,
+                checkpoint=checkpoint,
+                checkpoint_every=args.checkpoint_every,
+            )
+    except CellInputError as error:
+        raise SystemExit(str(error)) from None
+    result["code"] = cell_code(
+        config
+    ).to_json()  # the runner's, plus a plugin's modules (fdabench.cell.plugin_fingerprint)
+    write_json_atomic(args.output, result)
+    checkpoint.unlink(missing_ok=True)
+    print(
+        f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> "
+        f"{args.output}"
+    )
+    return 0
+
+
+#: what `fdabench train --cell` reads of a resolved cell configuration (`fdabench.config.Params.cell`)
+CELL_CONFIG_KEYS = ("experiment", "dataset", "method", "algorithm", "hparams", "target", "seed", "train")
+
+
+class _RoundProgress:
+    """A rich progress bar on a terminal; a line every 10 rounds otherwise (Snakemake log files)."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.progress = None
+        self.task = None
+
+    def __enter__(self):
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+            self.progress.__enter__()
+        return self.update
+
+    def update(self, record: dict[str, Any], total: int, metric: str) -> None:
+        status = f"{metric} {record[metric]:.4f}"
+        if self.progress is not None:
+            if self.task is None:
+                self.task = self.progress.add_task(self.label, total=total, status=status)
+            self.progress.update(self.task, completed=record["round"] + 1, status=status)
+        elif (record["round"] + 1) % 10 == 0 or record["round"] + 1 == total:
+            print(f"{self.label}: round {record['round'] + 1}/{total} {status}", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+        return False
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this stage's subcommands."""
+    p = sub.add_parser("train", help="run one cell and write its result JSON")
+    p.add_argument("--cell", type=json_argument, required=True, help="the resolved cell configuration (JSON)")
+    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
+    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
+    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="save the round loop's state every K rounds beside the output and resume from it when rerun "
+        "(0: never); removed once the result is written",
+    )
+    p.add_argument(
+        "--pin-gpu",
+        default="none",
+        metavar="INDEX",
+        help="run on this GPU only (CUDA_VISIBLE_DEVICES=INDEX; params.yaml gpus), or none (default)",
+    )
+    p.set_defaults(handler=cmd_train)
+
+    p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.jobs.forkserver)
+    p.add_argument("socket", help="the Unix socket to serve on")
+    p.set_defaults(handler=None)  # served by `main` itself (it hands the server the whole CLI)
