@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fdabench.cell.run import CellInputError, load_problem
+from fdabench.cell.setup import CellInputError, load_problem
 from fdabench.cli import main
 from fdabench.config import ParamsError, checks, validate_params
 from fdabench.core.io import write_json_atomic

@@ -12,7 +12,7 @@ import torch
 flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
 
 from fdabench.cell.lookup import cell_inputs  # noqa: E402
-from fdabench.cell.run import load_problem  # noqa: E402
+from fdabench.cell.setup import load_problem  # noqa: E402
 from fdabench.federation.problem import ClientData  # noqa: E402
 from fdabench.federation.settings import TrainSettings  # noqa: E402
 from fdabench.flower import deploy, simulation, transport  # noqa: E402

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
 from statistics import median
 from typing import Any
 
@@ -20,77 +19,15 @@ import torch
 
 from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
 from fdabench.cell.lookup import cell_inputs, resolve_cell
-from fdabench.cell.run import load_problem, resolve_device
+from fdabench.cell.setup import load_cell
 from fdabench.config import Params
 from fdabench.federation import cohort as cohort_training
-from fdabench.federation import rounds as round_loop
-from fdabench.federation import sites as local_sites
 from fdabench.federation.client import loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.rounds import build_cell_model, local_settings
 from fdabench.federation.settings import TrainSettings
-from fdabench.federation.sites import client_generator
-from fdabench.methods import get_method
-
-#: the parts of a round the bench times separately (round-loop methods)
-PARTS = ("source_training", "target_training", "aggregation", "evaluation")
-
-
-class _Timers:
-    """Wall-clock seconds per part of a round, summed; CUDA work is waited for before each reading."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.seconds = dict.fromkeys(PARTS, 0.0)
-        self.cohorts = 0  # cohorts trained (train_cohort calls)
-
-    def _now(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
-
-    def wrap(self, part: str | Callable[..., str], function: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = self._now()
-            result = function(*args, **kwargs)
-            name = part(*args, **kwargs) if callable(part) else part
-            self.seconds[name] += self._now() - started
-            return result
-
-        return timed
-
-
-@contextmanager
-def _timed_round_loop(timers: _Timers, method: Any, sources: list[ClientData]):
-    """The round loop's training, aggregation and evaluation calls, timed (the code is unchanged: the names the
-    loop and its in-process sites call are wrapped while the bench runs)."""
-    saved = {name: getattr(local_sites, name) for name in ("train_locally", "train_grouped", "evaluate")}
-    fedavg = round_loop.fedavg
-    train_cohort = cohort_training.train_cohort
-    source_ids = {id(client) for client in sources}
-    role = lambda space, start, data, *rest, **kwargs: (
-        "source_training" if id(data) in source_ids else "target_training"
-    )
-    local_sites.train_locally = timers.wrap(role, saved["train_locally"])
-    local_sites.train_grouped = timers.wrap("source_training", saved["train_grouped"])
-    local_sites.evaluate = timers.wrap("evaluation", saved["evaluate"])
-    round_loop.fedavg = timers.wrap("aggregation", fedavg)
-    if hasattr(method, "aggregate"):
-        method.aggregate = timers.wrap("aggregation", method.aggregate)
-
-    def counted_cohort(*args: Any, **kwargs: Any) -> Any:
-        timers.cohorts += 1
-        return train_cohort(*args, **kwargs)
-
-    cohort_training.train_cohort = counted_cohort
-    try:
-        yield
-    finally:
-        for name, function in saved.items():
-            setattr(local_sites, name, function)
-        round_loop.fedavg = fedavg
-        cohort_training.train_cohort = train_cohort
+from fdabench.federation.sites import ROUND_PARTS, TimedSites, client_generator
 
 
 def round_samples(problem, settings: TrainSettings, phase: str) -> int:
@@ -150,27 +87,37 @@ def bench_cell(
         config["train"]["cohort"] = cohort
     prepared, partition = cell_inputs(params, experiment, target, seed)
     torch.set_num_threads(threads)
-    where = resolve_device(device or config.get("device", "auto"))
-    problem, _ = load_problem(config, prepared, partition, where)
-    settings = TrainSettings.from_dict(config["train"])
-    method = get_method(config["algorithm"], config["hparams"])
-    timers = _Timers(where)
+    setup = load_cell(config, prepared, partition, device)
+    problem, settings, method, where = setup.problem, setup.settings, setup.method, setup.device
+
+    def clock() -> float:
+        if where.type == "cuda":
+            torch.cuda.synchronize(where)
+        return time.perf_counter()
+
+    timed: list[TimedSites] = []  # the sites the round loop talks to, timed (round-loop methods)
+
+    def hook(sites):
+        timed.append(TimedSites(sites, clock))
+        return timed[-1]
+
+    parts_now = lambda: dict(timed[0].seconds) if timed else dict.fromkeys(ROUND_PARTS, 0.0)
     # after each round: its phase, the clock and the parts' running totals; the first round is not timed (it
     # pays the start-up: allocations, thread pools, lazy initialisation)
     marks: list[tuple[str, float, dict[str, float]]] = []
-    on_round = lambda record, total: marks.append((record["phase"], timers._now(), dict(timers.seconds)))
+    on_round = lambda record, total: marks.append((record["phase"], clock(), parts_now()))
     if where.type == "cuda":
         torch.cuda.reset_peak_memory_stats(where)
     reset_peak_rss()
-    with _timed_round_loop(timers, method, problem.sources):
-        method.run(problem, settings, seed, where, on_round=on_round)
+    hooked = {"sites_hook": hook} if "sites_hook" in inspect.signature(method.run).parameters else {}
+    method.run(problem, settings, seed, where, on_round=on_round, **hooked)
     if len(marks) < 2:
         raise ValueError(f"{len(marks)} round ran; the bench needs 2 or more (the first is not timed)")
     durations: dict[str, list[float]] = {}
     for (_, before, _), (phase, after, _) in zip(marks, marks[1:]):
         durations.setdefault(phase, []).append(after - before)
     total = marks[-1][1] - marks[0][1]
-    parts = {part: marks[-1][2][part] - marks[0][2][part] for part in PARTS}
+    parts = {part: marks[-1][2][part] - marks[0][2][part] for part in ROUND_PARTS}
     samples = sum(round_samples(problem, settings, phase) for phase, _, _ in marks[1:])
     centralised_seconds(problem, settings, seed, where, 1)  # untimed: the same start-up, paid once
     central, central_samples = centralised_seconds(problem, settings, seed, where, samples)
@@ -186,7 +133,7 @@ def bench_cell(
         "device": str(where),
         "threads": threads,
         "cohort": config["train"].get("cohort", "auto"),
-        "cohorts_trained": timers.cohorts,  # 0: the sources trained one by one
+        "cohorts_trained": timed[0].cohorts if timed else 0,  # 0: the sources trained one by one
         "timed_rounds": {phase: len(values) for phase, values in durations.items()},
         "seconds_per_round": {phase: median(values) for phase, values in durations.items()},
         "seconds": total,

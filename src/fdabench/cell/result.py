@@ -31,14 +31,38 @@ from fdabench.core.io import read_json
 
 FORMAT = "fdabench.cell/1"
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")
+#: what the training job adds about how the cell ran
+RUN_KEYS = frozenset(
+    {
+        "model",
+        "wall_seconds",
+        "train_seconds",
+        "train_cpu_seconds",
+        "device",
+        "cuda_visible_devices",
+        "threads",
+        "partition_hash",
+        "code",
+        "uses_unlabelled_target",
+        "family",
+        "versions",
+    }
+)
 
 
 class IncompleteCellError(ValueError):
     pass
 
 
-def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int) -> dict[str, Any]:
-    """The cell's headline numbers from the per-round history."""
+def cell_result(
+    config: dict[str, Any], history: dict[str, Any], final_rounds: int, run: dict[str, Any]
+) -> dict[str, Any]:
+    """The whole cell result (the keys above): the headline numbers from the per-round `history`, and `run`, what
+    the job knows of how it ran (model, seconds, device, threads, partition_hash, code, uses_unlabelled_target,
+    family, versions, cuda_visible_devices)."""
+    unknown = set(run) - RUN_KEYS
+    if unknown:
+        raise ValueError(f"not cell result keys: {', '.join(sorted(unknown))}")
     rounds = history["rounds"]
     metric = history["metric"]
     tail = rounds[-final_rounds:]
@@ -68,6 +92,7 @@ def summarise(config: dict[str, Any], history: dict[str, Any], final_rounds: int
         },
         "model_size": history["model_size"],
         "sources": history.get("sources", []),
+        **run,
     }
 
 

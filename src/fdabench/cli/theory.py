@@ -8,7 +8,8 @@ from fdabench.cli.common import json_argument
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
-    from fdabench.cell.run import CellInputError, run_theory_init
+    from fdabench.cell.run import run_theory_init
+    from fdabench.cell.setup import CellInputError
     from fdabench.core.io import write_json_atomic
 
     try:

@@ -11,8 +11,8 @@ from fdabench.cli.common import CommandError, json_argument, require_json, requi
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from fdabench.cell.plugin_fingerprint import cell_code
-    from fdabench.cell.run import CellInputError, run_cell
+    from fdabench.cell.run import run_cell
+    from fdabench.cell.setup import CellInputError
     from fdabench.core.devices import pin
     from fdabench.core.io import write_json_atomic
     from fdabench.federation.checkpoint import checkpoint_path
@@ -51,9 +51,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
-    result["code"] = cell_code(
-        config
-    ).to_json()  # the runner's, plus a plugin's modules (fdabench.cell.plugin_fingerprint)
     write_json_atomic(args.output, result)
     checkpoint.unlink(missing_ok=True)
     print(

@@ -62,13 +62,15 @@ def run_rounds(
     model: torch.nn.Module | None = None,
     checkpoints: Checkpoints | None = None,
     sites: Callable[[ParameterSpace], Sites] | None = None,
+    sites_hook: Callable[[Sites], Sites] | None = None,
 ) -> dict[str, Any]:
     """Run `method` for the round budget; return the history. `model` (default: `build_cell_model`) is
     trained in place and ends up holding the final global parameters, for methods that continue from
     them (Finetune_Offline, FedDaDiL's encoder). With `checkpoints`, the loop's state is saved every
     `checkpoints.every` rounds and a run continues from a saved state of the same cell, bit for bit.
     `sites` makes, from the loop's model, what trains and evaluates the clients (default: `LocalSites`, every
-    client in this process; `fdabench.flower` sends the same calls to sites over Flower)."""
+    client in this process; `fdabench.flower` sends the same calls to sites over Flower); `sites_hook` wraps
+    them (the cell benchmark's timing, `TimedSites`)."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)
@@ -83,6 +85,8 @@ def run_rounds(
         )
     else:
         clients = sites(space)
+    if sites_hook is not None:
+        clients = sites_hook(clients)
     source_names, source_counts = clients.source_names, clients.source_counts
     fda_settings = method.fda_settings(settings)
     warmup_rounds = settings.warmup_rounds if (method.warmup and source_names) else 0

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
-from fdabench.federation.cohort import train_grouped, use_cohort
+from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
@@ -128,6 +128,8 @@ class LocalSites:
         self.cohort = (
             self.source_loss is None and self.proximal is None and use_cohort(cohort, device, space.model, self.sources)
         )
+        #: vectorised cohorts a source round trains (0: the sources train one by one)
+        self.cohorts_per_round = sum(len(group) > 1 for group in size_groups(self.sources)) if self.cohort else 0
 
     def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
         count = len(self.sources)
@@ -164,3 +166,51 @@ class LocalSites:
 
     def random_streams(self) -> list[torch.Generator]:
         return self.generators
+
+
+#: the parts of a round `TimedSites` times
+ROUND_PARTS = ("source_training", "target_training", "aggregation", "evaluation")
+
+
+class TimedSites:
+    """Any `Sites`, timed: the wall-clock seconds of each call, summed per part of a round (`ROUND_PARTS`). The
+    server's aggregation is the time from the round's last training reply to its evaluation call (the rule, the
+    server step, setting the model). `clock` is read before and after each call (it waits for CUDA work where
+    the sites compute on a GPU). The benchmark's hook into the round loop (`run_rounds(sites_hook=...)`)."""
+
+    def __init__(self, inner: Sites, clock: Callable[[], float]):
+        self.inner, self.clock = inner, clock
+        self.source_names, self.source_counts, self.has_target = (
+            inner.source_names,
+            inner.source_counts,
+            inner.has_target,
+        )
+        self.seconds = dict.fromkeys(ROUND_PARTS, 0.0)
+        self.cohorts = 0  # vectorised cohorts trained (`LocalSites.cohorts_per_round` per source round)
+        self._replied: float | None = None
+
+    def _timed(self, part: str, call: Callable[[], Any]) -> Any:
+        started = self.clock()
+        reply = call()
+        self._replied = self.clock()
+        self.seconds[part] += self._replied - started
+        return reply
+
+    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
+        self.cohorts += getattr(self.inner, "cohorts_per_round", 0)
+        return self._timed("source_training", lambda: self.inner.train_sources(start, settings))
+
+    def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
+        return self._timed("target_training", lambda: self.inner.train_target(inputs, start, settings))
+
+    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
+        started = self.clock()
+        if self._replied is not None:
+            self.seconds["aggregation"] += started - self._replied
+        metrics = self.inner.evaluate(params, buffers)
+        self.seconds["evaluation"] += self.clock() - started
+        self._replied = None
+        return metrics
+
+    def random_streams(self) -> list[torch.Generator]:
+        return self.inner.random_streams()

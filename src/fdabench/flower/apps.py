@@ -26,6 +26,7 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, 
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from fdabench.cell.setup import cell_rules
 from fdabench.core.io import read_json, write_json_atomic
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs
@@ -34,7 +35,6 @@ from fdabench.flower import messages
 from fdabench.flower.site_files import load_site, problem_shape
 from fdabench.flower.site_worker import Site
 from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo, error_reason
-from fdabench.methods import get_method
 
 DEFAULTS: dict[str, Any] = {
     "dropout": "fail",
@@ -211,8 +211,8 @@ def run_cell(grid: Grid, cell: dict[str, Any], options: dict[str, Any]) -> dict[
     if len(shapes) != 1:
         raise SiteFailure(f"the sites disagree on the problem's shape: {sorted(shapes)}")
     problem = problem_shape(next(iter(sites.values())).shape)
-    method = get_method(cell["algorithm"], cell["hparams"])
-    settings = TrainSettings.from_dict(cell["train"])
+    rules = cell_rules(cell)
+    method, settings = rules.method, rules.settings
     device = torch.device("cpu")
     holder: dict[str, FlowerSites] = {}
     logs: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from fdabench.cell.lookup import cell_inputs, resolve_cell
-from fdabench.cell.run import load_problem
+from fdabench.cell.setup import load_cell
 from fdabench.config import Params
 from fdabench.core.io import read_json, write_json_atomic
 from fdabench.flower.apps import make_client_app, make_server_app
@@ -51,7 +51,7 @@ def export_cell(
             f"yet; methods that run through Flower: {', '.join(flower_methods())}"
         )
     prepared, partition = cell_inputs(params, experiment, target, seed)
-    problem, _ = load_problem(cell.config, prepared, partition, torch.device("cpu"))
+    problem = load_cell(cell.config, prepared, partition, torch.device("cpu")).problem
     folder = Path(folder)
     manifest = export_sites(problem, folder)
     write_json_atomic(folder / CELL_FILE, cell.config)

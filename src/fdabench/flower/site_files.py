@@ -1,6 +1,6 @@
 """One file per site: what a hospital would hold of a cell's federated problem, and nothing of the others'.
 
-`export_sites` splits a cell's problem (its prepared data and partition, `runner.load_problem`) into
+`export_sites` splits a cell's problem (its prepared data and partition, `fdabench.cell.setup.load_cell`) into
 `<site>.pt` files: each source's samples, and the target's labelled, unlabelled and test splits. Each file keeps
 the inputs as stored (uint8 pixels stay uint8), the labels, auxiliary labels and feature noise (a fixed noise
 tensor, or the state of the generator that redraws it at every read), so a site rebuilds exactly the

@@ -17,14 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from fdabench.cell.setup import cell_rules
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rounds import build_cell_model
 from fdabench.federation.rule_interface import RoundInputs
-from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import client_generator, target_training_data, train_target
 from fdabench.flower.site_files import SiteData, problem_shape
-from fdabench.methods import get_method
 
 
 @dataclass
@@ -39,8 +38,8 @@ class Site:
 
     def __init__(self, cell: dict[str, Any], data: SiteData):
         self.cell = cell
-        self.method = get_method(cell["algorithm"], cell["hparams"])
-        self.settings = TrainSettings.from_dict(cell["train"])
+        rules = cell_rules(cell)
+        self.method, self.settings = rules.method, rules.settings
         self.data = data
         self.problem = problem_shape(data.shape)
         device = torch.device("cpu")

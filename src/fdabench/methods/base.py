@@ -103,8 +103,11 @@ class RoundLoopMethod(Method):
     target_receives_source_updates: ClassVar[bool] = False
     resumes = True
 
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
-        return run_rounds(self, problem, settings, seed, device, on_round, checkpoints=checkpoints)
+    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):
+        """The round loop (`run_rounds`); `sites_hook` wraps the sites it talks to (e.g. the bench's timing)."""
+        return run_rounds(
+            self, problem, settings, seed, device, on_round, checkpoints=checkpoints, sites_hook=sites_hook
+        )
 
     def fda_settings(self, settings: TrainSettings) -> TrainSettings:
         """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
