@@ -1,7 +1,7 @@
 """Headless Chromium (Debian's `chromium`) on a Snakemake report: the page after a view is opened, as DOM and
 screenshot. The report has no address for a view, so a script added to a copy of the page opens it.
 
-Also the README's screenshot of the demo report:
+Also the screenshot of the demo report in docs/pipeline.md:
     python tests/browser.py results/report.html docs/report.png --item results/demo/table1.html Tables table1 html
 """
 

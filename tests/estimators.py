@@ -1,5 +1,5 @@
-"""The auto-weighting estimators written from DESIGN.md's formulas alone, in numpy float64: an independent
-reference for the β that methods log (never calls fdabench)."""
+"""The auto-weighting estimators written from the formulas of docs/design/methods.md alone, in numpy float64:
+an independent reference for the β that methods log (never calls fdabench)."""
 
 from __future__ import annotations
 

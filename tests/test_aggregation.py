@@ -1,4 +1,4 @@
-"""Aggregation rules on hand-computed tensors (DESIGN.md §2)."""
+"""Aggregation rules on hand-computed tensors (docs/design/methods.md, Fixed-β rules)."""
 
 import pytest
 import torch

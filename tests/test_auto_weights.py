@@ -1,5 +1,5 @@
-"""Auto-weighting estimators (DESIGN.md §2): unbiased on Gaussian updates with known σ² and d², betas in
-closed form, the streaming form equal to the stored one, and the Delta-error closed forms."""
+"""Auto-weighting estimators (docs/design/methods.md, Auto-weighting): unbiased on Gaussian updates with known
+σ² and d², betas in closed form, the streaming form equal to the stored one, and the Delta-error closed forms."""
 
 import pytest
 import torch

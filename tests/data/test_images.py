@@ -109,7 +109,7 @@ def test_manifest_errors_are_specific(manifest_stand_in, tmp_path):
 
 
 def test_midrc_dry_run_suite_trains_on_the_stand_in(tmp_path, repo_root):
-    """The README's hospital walk-through: the stand-in manifest with the `midrc_dry_run` suite's settings
+    """The hospital walk-through of docs/datasets.md: the stand-in manifest with the `midrc_dry_run` suite's settings
     runs the weakly-supervised family end to end (prepare, partition, train) and learns the stand-in's cue."""
     import yaml
 

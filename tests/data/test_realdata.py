@@ -1,4 +1,4 @@
-"""Real data from a local mirror (FDABENCH_DATA_MIRROR, e.g. ../shared/data): sizes and statistics."""
+"""Real data from a local mirror (FDABENCH_DATA_MIRROR; docs/datasets.md): sizes and statistics."""
 
 import os
 
@@ -11,7 +11,7 @@ from fdabench.data.raw import acquire
 pytestmark = pytest.mark.realdata
 MIRROR = os.environ.get("FDABENCH_DATA_MIRROR")
 needs_mirror = pytest.mark.skipif(
-    not MIRROR, reason="no dataset mirror: set FDABENCH_DATA_MIRROR (e.g. ../shared/data)"
+    not MIRROR, reason="no dataset mirror: set FDABENCH_DATA_MIRROR (see docs/datasets.md)"
 )
 
 

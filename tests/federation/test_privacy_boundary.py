@@ -6,7 +6,7 @@ tensor that shares memory with a client's inputs, labels, auxiliary labels or no
 (the method's observer of its training steps) sees the sources' updates only where the method says the
 server forwards them; where the target starts from (`target_start`) is the server's choice, sent down as
 one model. Each round's logged bytes equal the bytes of what the test sees cross (float32 parameters, 8
-bytes per sample count, the estimates as held: 8 bytes per value), the accounting the README describes.
+bytes per sample count, the estimates as held: 8 bytes per value), the accounting docs/methods.md describes.
 """
 
 import dataclasses

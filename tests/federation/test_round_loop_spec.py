@@ -157,7 +157,7 @@ def test_the_server_step_is_applied_with_server_lr_and_momentum(problem, momentu
     steps = [direction * (r + 1) for r in range(3)]
     run_rounds(Probe(steps=steps), problem, settings, 0, CPU, model=model)
     velocity = torch.zeros_like(theta)
-    for step in steps:  # v <- mu v + step; theta <- theta + server_lr v (DESIGN.md, rounds.py docstring)
+    for step in steps:  # v <- mu v + step; theta <- theta + server_lr v (docs/design/methods.md, rounds.py docstring)
         velocity = momentum * velocity + step
         theta = theta + server_lr * velocity
     assert torch.allclose(ParameterSpace(model).get(), theta, atol=1e-5)

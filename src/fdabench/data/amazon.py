@@ -108,7 +108,7 @@ class AmazonReviews(DatasetSource):
     # The weakly-supervised paper's Table 5: three sources with 2,000 reviews each; the target labels 400 and
     # is tested on its other 1,600. The authors' (later deleted) Amazon network was an MLP on 5,000 features
     # with hidden layers 1,000, 500 and 100; optimiser and learning rates follow their public code (Adam,
-    # source 1e-4, target 2e-5, fresh at every call; README "Reproduction status"). 8 rounds after the FedGP
+    # source 1e-4, target 2e-5, fresh at every call; docs/reproduction.md). 8 rounds after the FedGP
     # protocol's 2 FedAvg warm-up rounds (FedAvg: 10 rounds; the weakly-supervised family, which has no
     # warm-up: 8, its first 5 averaging) keep a cell under a minute of CPU. Without the warm-up FedGP stays
     # near chance here (measured: 50-58% on kitchen and electronics), as its projection filters the sources

@@ -14,8 +14,8 @@ from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDa
 
 _SEED_OPTION = {"type": "integer", "minimum": 0, "description": "seed of the shuffle and of the random flips"}
 
-# Training defaults for the 8x8 digits domains. DESIGN.md §4: with ~50 labelled target samples and
-# batch 16, a target lr around 1e-3 learns within the round budget while 2e-4 barely moves.
+# Training defaults for the 8x8 digits domains (the demo; no published protocol): with ~50 labelled target
+# samples and batch 16, a target lr around 1e-3 learns within the round budget while 2e-4 barely moves.
 _DIGITS_TRAIN = {
     "model": "digits_cnn",
     "rounds": 50,  # the published FDA runs use 50 rounds

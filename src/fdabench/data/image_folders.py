@@ -18,7 +18,7 @@ import numpy as np
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import IMAGE_SUFFIXES, raw_dir
 
-# DomainBed, ResNet-18 (DESIGN.md §3): source lr 5e-5, target lr = source lr / 5, 50 rounds, 5 seeds.
+# DomainBed, ResNet-18 (fdabench.paper.fedgp_records): source lr 5e-5, target lr = source lr / 5, 50 rounds, 5 seeds.
 _RESNET_TRAIN = {
     "model": "resnet18",
     "model_options": {"weights": "imagenet"},
@@ -129,7 +129,8 @@ def _image_folder(
     return DATASETS.register(cls)
 
 
-# Target labelled fractions of DESIGN.md §3: VLCS 5%, TerraIncognita 5%, PACS / OfficeHome / DomainNet 15%.
+# Target labelled fractions (fdabench.paper.fedgp_records): VLCS 5%, TerraIncognita 5%, PACS / OfficeHome /
+# DomainNet 15%.
 _image_folder("vlcs", "VLCS", {d: d for d in ("Caltech101", "LabelMe", "SUN09", "VOC2007")}, 0.05)
 _image_folder("pacs", "PACS", {d: d for d in ("art_painting", "cartoon", "photo", "sketch")}, 0.15)
 _image_folder(
@@ -248,7 +249,7 @@ class ManifestDomains(DatasetSource):
     default_domains: ClassVar[tuple[str, ...]]
     domain_column: ClassVar[str] = "domain"
     default_auxiliary: ClassVar[tuple[str, ...]] = ()
-    #: the values each auxiliary column may hold, in code order (the authors' encodings; README walk-through)
+    #: the values each auxiliary column may hold, in code order (the authors' encodings; docs/datasets.md walk-through)
     default_auxiliary_values: ClassVar[dict[str, list[str]]] = {
         "sex": ["Male", "Female"],
         "age_decade": [str(decade) for decade in range(10)],

@@ -1,4 +1,4 @@
-"""The FDA round loop (Algorithm 1 of the FedGP paper, DESIGN.md §1).
+"""The FDA round loop (Algorithm 1 of the FedGP paper, docs/design/methods.md, The FDA round).
 
 Per round, from global parameters θ: each source trains locally and sends g_i = θ_i − θ; the target
 trains on its labelled samples and sends g_T; the server adds the method's aggregate Δ to θ (with server

@@ -56,7 +56,7 @@ TRAIN_SCHEMA: dict[str, Any] = {
         "minimum": 1,
         "description": "the final metric is the mean over this many last rounds",
         "default": 5,
-    },  # DESIGN.md §1
+    },  # docs/design/methods.md, The FDA round
 }
 
 # Settings with a schema default may be left out everywhere; the others come from the dataset or params.

@@ -1,7 +1,7 @@
 """Flower's deployment engine for an exported cell: the Flower app folder, and a whole deployment on this machine
 (one SuperLink, one SuperNode process per site reading only its own file, `flwr run`), for rehearsal and tests.
 
-Across machines the same pieces run where they belong (README, "Deploy with Flower"): the SuperLink and
+Across machines the same pieces run where they belong (docs/flower.md): the SuperLink and
 `flwr run` at the server, one `flower-supernode --node-config "site-data='<its file>'"` at each site."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Auto-weighted FedDA and FedGP: β chosen every round, per source, by minimising the estimated Delta
-error (DESIGN.md §2). The target receives the source updates before it trains (Algorithm 1) and folds
+error (docs/design/methods.md). The target receives the source updates before it trains (Algorithm 1) and folds
 each of its per-batch updates into `StreamingAutoWeights` as it trains, so no B x m matrix is stored.
 
 Estimation inputs, per source: the source update as its mean per-step update at the target's learning

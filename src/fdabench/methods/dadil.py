@@ -1,5 +1,5 @@
 """FedDaDiL: federated Wasserstein dataset dictionary learning (Castellon et al., ICASSP 2024), with the
-DaDiL-R and DaDiL-E target classifiers (Montesuma et al., ECAI 2023). DESIGN.md §3.
+DaDiL-R and DaDiL-E target classifiers (Montesuma et al., ECAI 2023). docs/design/methods.md, FedDaDiL.
 
 Stage 1, the encoder φ: FedAvg over the sources (exactly the `source_only` run of the cell's settings), or
 the identity for pre-extracted features (`encoder: auto` picks the identity when the inputs are feature

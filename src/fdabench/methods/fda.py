@@ -1,4 +1,4 @@
-"""FedDA and FedGP with a fixed β (DESIGN.md §2)."""
+"""FedDA and FedGP with a fixed β (docs/design/methods.md, Fixed-β rules)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class FedGP(RoundLoopMethod):
     """FedGP: θ += Σ_i w_i [(1 − β) g_T + β Proj⁺(g_T | g_i)] per layer, after FedAvg warm-up rounds.
 
     `mode: projection` is the definition; `cosine_scaled` the published real-data variant, whose source
-    term β s_i max(cos, 0) g_i uses the alignment factor s_i of `cosine_scale` (DESIGN.md §2).
+    term β s_i max(cos, 0) g_i uses the alignment factor s_i of `cosine_scale` (docs/design/methods.md).
     """
 
     name = "fedgp"

@@ -3,9 +3,10 @@ personalised model: Ditto, FedRep, APFL and kNN-Per.
 
 Protocol shared by the four (`PersonalisedMethod.run`): every round each client (the sources, then the
 target on its labelled samples) trains locally from the global parameters it receives and sends the update
-of the shared parameters with its sample count; the server adds their FedAvg, w_i = n_i / Σ n (DESIGN.md
-§2). What is personal never leaves its client. Each record reports the target's personalised model on the
-target's test split (the cell's metric and `loss`) and the global model (`global_<metric>`, `global_loss`).
+of the shared parameters with its sample count; the server adds their FedAvg, w_i = n_i / Σ n
+(docs/design/methods.md, Baselines). What is personal never leaves its client. Each record reports the target's
+personalised model on the target's test split (the cell's metric and `loss`) and the global model
+(`global_<metric>`, `global_loss`).
 
 In Ditto, APFL and kNN-Per a client's personal state influences no other client and no reported number
 unless the client is the target, so only the target's is computed; FedRep trains every client's head,

@@ -1,4 +1,4 @@
-"""Server aggregation rules for federated domain adaptation (DESIGN.md §2), as pure tensor functions.
+"""Server aggregation rules for federated domain adaptation (docs/design/methods.md), as pure tensor functions.
 
 Updates are model deltas (local parameters minus the global parameters they started from). Every rule
 accepts them in either of two forms and answers in the form of `target_update`:
@@ -122,7 +122,7 @@ def fedda(
     weights: Tensor | Sequence[float],
     layer_sizes=None,
 ) -> UpdateLike:
-    """FedDA: Σ_i w_i [(1 − β_i) g_T + β_i g_i]  (DESIGN.md §2)."""
+    """FedDA: Σ_i w_i [(1 − β_i) g_T + β_i g_i]  (docs/design/methods.md, Fixed-β rules)."""
     flat = flatten_updates(target_update, source_updates, layer_sizes)
     count = flat.sources.shape[0]
     w = normalised_weights(weights, count, flat.sources)
@@ -152,7 +152,7 @@ def fedgp(
 ) -> UpdateLike:
     """FedGP, per layer k, filtering layers whose inner product with the target update is not positive.
 
-    mode="projection" (the definition, DESIGN.md §2):
+    mode="projection" (the definition, docs/design/methods.md):
         Σ_i w_i [(1 − β_i) g_T,k + β_i Proj⁺(g_T,k | g_i,k)],  Proj⁺(v|u) = max(⟨v,u⟩, 0) u / ‖u‖².
     mode="cosine_scaled" (the published real-data code):
         Σ_i w_i [(1 − β_i) g_T,k + β_i s_i max(cos(g_T,k, g_i,k), 0) g_i,k],
@@ -200,7 +200,7 @@ def _cat_layers(layers: Layered) -> Tensor:
     return torch.cat([layer.reshape(-1) for layer in layers])
 
 
-# -- auto-weighting (DESIGN.md §2) ----------------------------------------------------------------------
+# -- auto-weighting (docs/design/methods.md) -----------------------------------------------------------------
 #
 # From B per-batch target updates G_b (flattened, dimension m) and source updates g_i on the same scale:
 #   ḡ = mean_b G_b,  s² = Σ_b ‖G_b − ḡ‖² / (B − 1),  σ̂² = s² / B
