@@ -3,7 +3,8 @@ which holds the hospital drivers only: no Amazon or MNIST driver is public)."""
 
 from __future__ import annotations
 
-from fdabench.paper.fedgp_records import _train, kd3a_row
+from fdabench.paper.fedgp_common import train_block
+from fdabench.paper.fedgp_domainbed_records import kd3a_row
 from fdabench.paper.record import WEAK_CODE, Protocol, Row, code, inferred, paper, same
 
 _TRAINER = "the GP trainer"  # enyijiang/MIDRC's training loop, read at its HEAD
@@ -56,7 +57,7 @@ _AMAZON = Protocol(
     dataset_options={"vocabulary": 5000, "features": "binary"},
     partitioner="labelled_target",
     partition={"target_labelled": 400},
-    train=_train(
+    train=train_block(
         model="mlp",
         model_options={"hidden": [1000, 500, 100]},
         rounds=8,
@@ -121,7 +122,7 @@ _MNIST_NONIID = Protocol(
         "target_test": "test_domain",
         "noise_mode": "fixed",
     },
-    train=_train(
+    train=train_block(
         model="fmnist_cnn",
         model_options={},
         source_lr=0.01,
