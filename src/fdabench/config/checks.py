@@ -19,7 +19,7 @@ from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.published import PUBLISHED
-from fdabench.paper.theory_check import ROLES
+from fdabench.paper.theory_check_roles import ROLES
 
 
 def theory_roles(check: dict[str, Any]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.paper.theory_check import ROLES
+from fdabench.paper.theory_check_roles import ROLES
 
 #: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)

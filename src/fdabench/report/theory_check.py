@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fdabench.paper.theory_check import AUTO_RULES, FIXED_RULES
+from fdabench.paper.theory_check_roles import AUTO_RULES, FIXED_RULES
 from fdabench.report.figures import save_figure
 
 
