@@ -85,6 +85,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     import torch
 
+    from fdabench.config.resolve import given_dataset_options
     from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
 
@@ -93,7 +94,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if problems:
         raise CommandError(f"{args.dataset} options: {'; '.join(problems)} (the keys of datasets.{args.dataset})")
     torch.set_num_threads(args.threads)
-    options = {**source.default_options, **(args.options or {})}
+    options = given_dataset_options(args.dataset, args.options or {})
     started = time.perf_counter()
     prepared = source.prepare(options, raw_root=args.raw_root)
     prepared.save(args.output)
@@ -540,6 +541,9 @@ def _suite_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES
+    from fdabench.paper.theory_check import DEFAULT_DRAWS  # (both import nothing else: every --help stays quick)
+
     parser = argparse.ArgumentParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
     )
@@ -758,9 +762,13 @@ def build_parser() -> argparse.ArgumentParser:
     _cell_arguments(p, "export")
     p.add_argument("--output", help="export: the folder for the site files; app: the app folder")
     p.add_argument("--result", help="simulate, deploy, app: the result file the server writes")
-    p.add_argument("--dropout", choices=["fail", "wait", "skip"], default="fail", help="what a missing site does")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds a site has to answer a message")
-    p.add_argument("--wait-seconds", type=float, default=600.0, help="--dropout wait: how long to keep asking")
+    p.add_argument("--dropout", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT, help="what a missing site does")
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds a site has to answer a message"
+    )
+    p.add_argument(
+        "--wait-seconds", type=float, default=DEFAULT_WAIT_SECONDS, help="--dropout wait: how long to keep asking"
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads of the server and of each site")
     p.add_argument("--work", help="deploy: keep the processes' logs here")
     p.add_argument(
@@ -784,7 +792,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
     p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
-    p.add_argument("--draws", type=int, default=100, help="Monte Carlo draws for σ²")
+    p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--output", required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)

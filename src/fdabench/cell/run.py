@@ -15,6 +15,7 @@ import torch
 from fdabench import __version__
 from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.cell.result import summarise
+from fdabench.core import devices
 from fdabench.core.io import canonical_json, read_json
 from fdabench.data import Partition, PreparedDataset
 from fdabench.federation.checkpoint import Checkpoints
@@ -33,10 +34,11 @@ class CellInputError(ValueError):
 
 
 def resolve_device(name: str) -> torch.device:
-    """auto = CUDA when available, else CPU; cuda fails clearly where CUDA is absent."""
+    """auto = CUDA when available, else CPU (`fdabench.core.devices.uses_cuda`); cuda fails clearly where CUDA is
+    absent."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
+        return torch.device("cuda" if devices.uses_cuda(name) else "cpu")
+    if name == "cuda" and not devices.cuda_available():
         raise CellInputError("device: cuda was requested but CUDA is not available")
     return torch.device(name)
 
