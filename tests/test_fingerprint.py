@@ -73,7 +73,9 @@ def test_comments_docstrings_and_formatting_do_not_change_a_fingerprint(tmp_path
         return text.replace("    flat = flatten_updates(", "    flat = flatten_updates (", 1)  # spacing
 
     package = _edited(tmp_path, "cosmetic", "tensor_math/aggregation.py", cosmetic)
-    assert (package / "tensor_math/aggregation.py").read_text() != (INSTALLED / "tensor_math/aggregation.py").read_text()
+    assert (package / "tensor_math/aggregation.py").read_text() != (
+        INSTALLED / "tensor_math/aggregation.py"
+    ).read_text()
     assert _digests(package) == baseline
 
 
