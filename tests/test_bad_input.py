@@ -23,7 +23,8 @@ import yaml
 
 from fdabench.cell.setup import CellInputError, load_problem
 from fdabench.cli import main
-from fdabench.config import ParamsError, checks, validate_params
+from fdabench.config import ParamsError, validate_params
+from fdabench.core import devices
 from fdabench.core.io import write_json_atomic
 from fdabench.data import PreparedDataset, get_partitioner, raw
 from fdabench.data.base import DomainArrays, PreparedDataError
@@ -338,12 +339,12 @@ def _restored(tmp: Path) -> Path:
 
 def _cuda_without_cuda(tmp: Path) -> str:
     (tmp / "params.yaml").write_text(yaml.safe_dump({**SHIPPED, "device": "cuda"}))
-    available = checks.cuda_available
-    checks.cuda_available = lambda: False
+    available = devices.cuda_available
+    devices.cuda_available = lambda: False
     try:
         return _cli(lambda t: ["validate", "--params", str(t / "params.yaml")])(tmp)
     finally:
-        checks.cuda_available = available
+        devices.cuda_available = available
 
 
 CASES = [

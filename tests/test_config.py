@@ -260,15 +260,15 @@ def test_a_suite_named_like_a_results_folder_is_refused(raw):
 
 
 def test_cuda_and_auto_are_the_same_cell_where_both_mean_cuda(monkeypatch, repo_root):
-    from fdabench.config import checks
+    from fdabench.core import devices
 
     raw = yaml.safe_load((repo_root / "params.yaml").read_text())
-    monkeypatch.setattr(checks, "cuda_available", lambda: True)
+    monkeypatch.setattr(devices, "cuda_available", lambda: True)
     auto = validate_params({**raw, "device": "auto"}).cell("colored_digits", "fedgp", "+90", 0)
     cuda = validate_params({**raw, "device": "cuda"}).cell("colored_digits", "fedgp", "+90", 0)
     assert cuda.config == auto.config and cuda.config["device"] == "auto"  # switching reruns nothing
     assert validate_params({**raw, "device": "cpu"}).cell("colored_digits", "fedgp", "+90", 0).config["device"] == "cpu"
-    monkeypatch.setattr(checks, "cuda_available", lambda: False)
+    monkeypatch.setattr(devices, "cuda_available", lambda: False)
     params = validate_params({**raw, "device": "cuda"})  # a cluster's login node may lack CUDA: not refused here
     assert params.cell("colored_digits", "fedgp", "+90", 0).config["device"] == "cuda"
     assert "set device: auto or cpu" in params.device_problem()

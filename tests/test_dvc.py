@@ -36,7 +36,7 @@ def _run(workdir: Path, *command: str) -> subprocess.CompletedProcess:
     return result
 
 
-def _project(root: Path, repo: Path) -> Path:
+def _project(root: Path, repo: Path, params: dict = PARAMS) -> Path:
     """A git repository holding the project's workflow, dvc.yaml and source, with the tiny suite's params."""
     root.mkdir()
     for name in ("Snakefile", "dvc.yaml", ".gitignore", ".dvcignore"):
@@ -44,7 +44,7 @@ def _project(root: Path, repo: Path) -> Path:
     shutil.copytree(repo / "workflow", root / "workflow")
     shutil.copytree(repo / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     (root / "profiles").symlink_to("workflow/profiles")
-    (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
     _run(root, "git", "init", "-q")
     _run(root, "git", "config", "user.email", "test@example.org")
     _run(root, "git", "config", "user.name", "test")
@@ -112,3 +112,16 @@ def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     # the experiment's curves beside the baseline's, from the cache, in DVC's built-in template
     compared = _plots(project, "HEAD", "beta04")
     assert compared[f"{rounds}/fedgp.csv"] == {(rev, r) for rev in ("HEAD", "beta04") for r in (1, 2, 3, 4)}
+
+
+def test_data_outputs_follow_the_data_root(tmp_path, repo_root):
+    """With another `data.root`, DVC's data outputs are where Snakemake writes: `prepare` runs and DVC finds and
+    caches its outputs there, and the cells stage expects the partitions there."""
+    project = _project(tmp_path / "project", repo_root, {**PARAMS, "data": {"root": "store/fda"}})
+    stages = _run(project, "dvc", "stage", "list").stdout
+    assert "store/fda/prepared" in stages and "store/fda/partitions/tiny" in stages, stages
+    assert "data/" not in stages.replace("store/fda/", ""), stages
+    _run(project, "dvc", "repro", "prepare")
+    assert any((project / "store/fda/prepared/colored_digits").iterdir())
+    assert not (project / "data").exists()
+    assert "prepare" not in _run(project, "dvc", "status", "prepare").stdout.replace("up to date", "")

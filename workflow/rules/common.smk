@@ -1,9 +1,9 @@
 # Shared helpers: validate params.yaml before anything runs and resolve cells, paths and wildcards.
 
+import functools
 import os
 import re
 import shlex
-import shutil
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -25,7 +25,19 @@ except ParamsError as error:
 NAME = NAME_PATTERN.strip("^$")
 SUITE = PARAMS.suite_name
 DATA = PARAMS.data_root
-USES_GPU = PARAMS.device == "cuda" or (PARAMS.device == "auto" and shutil.which("nvidia-smi") is not None)
+
+
+@functools.cache
+def _uses_gpu():
+    return devices.uses_cuda(PARAMS.device)
+
+
+def uses_gpu(wildcards):
+    """The train rule's `gpu` resource: 1 where cells run on CUDA (fdabench.core.devices.uses_cuda), decided once
+    per run and only when a training job is scheduled (device auto asks torch)."""
+    return int(_uses_gpu())
+
+
 # params.yaml `gpus` (fdabench.core.devices): the GPU each cell is pinned to, round-robin in the suite's cell order
 CELL_GPUS = PARAMS.cell_gpus()
 
@@ -196,7 +208,7 @@ def theory_check_of(experiment):
     """(check name, beta, draws) of the theory check that uses `experiment`."""
     for name, check in PARAMS.theory_checks().items():
         if check["experiment"] == experiment:
-            return name, PARAMS.theory_beta(name), check.get("draws", 100)
+            return name, PARAMS.theory_beta(name), PARAMS.theory_draws(name)
     raise WorkflowError(f"no theory check uses experiment {experiment!r}")
 
 

@@ -19,7 +19,7 @@ rule train:
         code=cell_code,
     threads: PARAMS.threads_per_cell
     resources:
-        gpu=1 if USES_GPU else 0,
+        gpu=uses_gpu,
         # params.yaml `gpus`: the GPU the cell is pinned to (a string: not a counted resource), and one unit of
         # that GPU's own resource gpu_<index>
         cuda_device=cell_gpu,

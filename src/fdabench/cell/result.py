@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.core.io import read_json
+from fdabench.federation.records import METRICS
 
 FORMAT = "fdabench.cell/1"
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")
@@ -67,11 +68,7 @@ def cell_result(
     metric = history["metric"]
     tail = rounds[-final_rounds:]
     last = [record[metric] for record in tail]
-    finals = {
-        name: sum(r[name] for r in tail) / len(tail)
-        for name in ("accuracy", "auc", "mse", "loss")
-        if all(name in r for r in tail)
-    }
+    finals = {name: sum(r[name] for r in tail) / len(tail) for name in METRICS if all(name in r for r in tail)}
     uplink = sum(record["bytes_uplink"] for record in rounds)
     downlink = sum(record["bytes_downlink"] for record in rounds)
     return {

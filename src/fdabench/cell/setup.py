@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from fdabench.core import devices
 from fdabench.core.io import read_json
 from fdabench.data import Partition, PreparedDataset
 from fdabench.federation.problem import FederatedProblem, build_problem
@@ -21,10 +22,11 @@ class CellInputError(ValueError):
 
 
 def resolve_device(name: str) -> torch.device:
-    """auto = CUDA when available, else CPU; cuda fails clearly where CUDA is absent."""
+    """auto = CUDA when available, else CPU (`fdabench.core.devices.uses_cuda`); cuda fails clearly where CUDA is
+    absent."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
+        return torch.device("cuda" if devices.uses_cuda(name) else "cpu")
+    if name == "cuda" and not devices.cuda_available():
         raise CellInputError("device: cuda was requested but CUDA is not available")
     return torch.device(name)
 

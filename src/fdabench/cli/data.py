@@ -13,6 +13,7 @@ from fdabench.cli.common import CommandError, json_argument, require_json
 def cmd_prepare(args: argparse.Namespace) -> int:
     import torch
 
+    from fdabench.config.resolve import given_dataset_options
     from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
 
@@ -21,7 +22,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if problems:
         raise CommandError(f"{args.dataset} options: {'; '.join(problems)} (the keys of datasets.{args.dataset})")
     torch.set_num_threads(args.threads)
-    options = {**source.default_options, **(args.options or {})}
+    options = given_dataset_options(args.dataset, args.options or {})
     started = time.perf_counter()
     prepared = source.prepare(options, raw_root=args.raw_root)
     prepared.save(args.output)

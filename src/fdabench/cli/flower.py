@@ -63,6 +63,8 @@ def cmd_flower(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
+    from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES
+
     p = sub.add_parser(
         "flower",
         help="one cell through Flower: export its site files, run them on Flower's simulation engine or a local "
@@ -75,9 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     cell_arguments(p, "export")
     p.add_argument("--output", help="export: the folder for the site files; app: the app folder")
     p.add_argument("--result", help="simulate, deploy, app: the result file the server writes")
-    p.add_argument("--dropout", choices=["fail", "wait", "skip"], default="fail", help="what a missing site does")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds a site has to answer a message")
-    p.add_argument("--wait-seconds", type=float, default=600.0, help="--dropout wait: how long to keep asking")
+    p.add_argument("--dropout", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT, help="what a missing site does")
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds a site has to answer a message"
+    )
+    p.add_argument(
+        "--wait-seconds", type=float, default=DEFAULT_WAIT_SECONDS, help="--dropout wait: how long to keep asking"
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads of the server and of each site")
     p.add_argument("--work", help="deploy: keep the processes' logs here")
     p.add_argument(

@@ -42,6 +42,8 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
+    from fdabench.paper.theory_check_roles import DEFAULT_DRAWS  # imports nothing: every --help stays quick
+
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")
     p = theory_sub.add_parser("init", help="d², σ², τ²d² and the rules' Delta errors at a cell's initial parameters")
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
     p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
-    p.add_argument("--draws", type=int, default=100, help="Monte Carlo draws for σ²")
+    p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--output", required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)

@@ -12,7 +12,7 @@ from typing import Any
 
 from fdabench.config import resolve
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
-from fdabench.core import paths
+from fdabench.core import devices, paths
 from fdabench.core.plugins import registration_hint
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
@@ -40,16 +40,10 @@ def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
 
 
 @functools.cache
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def device_problem(device: str) -> str | None:
     """`device: cuda` on a machine without CUDA (checked where jobs run: by `fdabench validate`, and by a local
     snakemake run before it schedules any job; a cluster's login node does not check it)."""
-    if device == "cuda" and not cuda_available():
+    if device == "cuda" and not devices.cuda_available():
         return (
             "device: 'cuda' but this machine has no CUDA (torch.cuda.is_available() is false); set device: auto or cpu"
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from fdabench.config.schema import violation_messages
 from fdabench.core.errors import ParamsError
 
 #: keys of a suite whose entries name experiments of the suite (trimmed to the experiments that remain)
@@ -36,7 +37,7 @@ def expand_suites(raw: dict[str, Any]) -> dict[str, Any]:
     for name in suites:
         _expand(name, suites, expanded, (), problems)
     if problems:
-        raise ParamsError("invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems))
+        raise ParamsError(violation_messages(problems))
     return {**raw, "suites": expanded}
 
 

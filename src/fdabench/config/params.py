@@ -12,12 +12,21 @@ from typing import Any
 
 import yaml
 
-from fdabench.config import checks, resolve
+from fdabench.config import resolve
 from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.extends import expand_suites
-from fdabench.config.schema import ParamsError, params_schema, report, schema_errors
+from fdabench.config.schema import (
+    DATA_SETTINGS,
+    THEORY_CHECK_SETTINGS,
+    TOP_LEVEL_SETTINGS,
+    ParamsError,
+    params_schema,
+    schema_errors,
+    violation_messages,
+)
 from fdabench.core import devices, paths
 from fdabench.core.io import content_hash
+from fdabench.core.registry import schema_defaults
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.methods import METHODS
@@ -54,8 +63,10 @@ class Cell:
         )
 
 
-#: what a training job asks a scheduler for unless the suite or experiment says otherwise
-TRAINING_RESOURCES = {"runtime": 60, "mem_mb": 4096}
+#: what params.yaml's top level and its `data` mean when they leave a setting out (their schema's defaults)
+TOP_LEVEL_DEFAULTS = schema_defaults(TOP_LEVEL_SETTINGS)
+DATA_DEFAULTS = schema_defaults(DATA_SETTINGS)
+THEORY_CHECK_DEFAULTS = schema_defaults(THEORY_CHECK_SETTINGS)
 
 
 class Params:
@@ -65,24 +76,25 @@ class Params:
         self.raw = raw
         self.suite_name: str = raw["suite"]
         self.suite: dict[str, Any] = raw["suites"][self.suite_name]
-        self.device: str = raw.get("device", "auto")
-        self.threads_per_cell: int = raw.get("threads_per_cell", 1)
-        self.checkpoint_every: int = raw.get("checkpoint_every", 0)
+        settings = {**TOP_LEVEL_DEFAULTS, **raw}
+        self.device: str = settings["device"]
+        self.threads_per_cell: int = settings["threads_per_cell"]
+        self.checkpoint_every: int = settings["checkpoint_every"]
         #: the CUDA devices training cells are spread over (fdabench.core.devices); empty: not pinned
         self.gpus: list[int] = list(raw.get("gpus") or [])
         #: the suites dvc.yaml builds (default: the active one)
         self.dvc_suites: list[str] = (raw.get("dvc") or {}).get("suites") or [self.suite_name]
-        data = raw.get("data") or {}
-        self.data_root: str = data.get("root", "data")
-        self.mirror: str | None = data.get("mirror") or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
-        self.download: bool = bool(data.get("download", False))
+        data = {**DATA_DEFAULTS, **(raw.get("data") or {})}
+        self.data_root: str = data["root"]
+        self.mirror: str | None = data["mirror"] or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
+        self.download: bool = bool(data["download"])
 
     @property
     def cell_device(self) -> str:
         """The device a cell's configuration records (what decides a rerun): `auto` for cuda on a machine with
         CUDA, where both mean the same device, so switching between them reruns nothing. (cpu stays cpu: a
         cluster's jobs may run where auto means CUDA.)"""
-        return "auto" if self.device == "cuda" and checks.cuda_available() else self.device
+        return "auto" if self.device == "cuda" and devices.cuda_available() else self.device
 
     def device_problem(self) -> str | None:
         """Why cells cannot run on this machine's devices (`fdabench.config.checks.device_problem`), or None."""
@@ -151,18 +163,14 @@ class Params:
         return list(targets)
 
     def seeds(self, experiment: str) -> list[int]:
-        return list(self.experiment(experiment).get("seeds", self.suite.get("seeds", [0])))
+        return resolve.experiment_seeds(self.suite, self.experiment(experiment))
 
     def methods(self, experiment: str) -> list[str]:
         return resolve.experiment_methods(self.suite, self.experiment(experiment))
 
     def resources(self, experiment: str) -> dict[str, int]:
-        """Scheduler resources of the experiment's training jobs: defaults < suite < experiment."""
-        return {
-            **TRAINING_RESOURCES,
-            **self.suite.get("resources", {}),
-            **self.experiment(experiment).get("resources", {}),
-        }
+        """Scheduler resources of the experiment's training jobs (`fdabench.config.resolve.resources`)."""
+        return resolve.resources(self.suite, self.experiment(experiment))
 
     def train_settings(self, experiment: str) -> dict[str, Any]:
         return resolve.train_settings(self.suite, self.experiment(experiment))
@@ -241,6 +249,10 @@ class Params:
         """The method variant playing each rule of a theory check."""
         return theory_roles(self.theory_checks()[check])
 
+    def theory_draws(self, check: str) -> int:
+        """Monte Carlo draws of a theory check (its schema default unless it sets `draws`)."""
+        return int(self.theory_checks()[check].get("draws", THEORY_CHECK_DEFAULTS["draws"]))
+
     def theory_beta(self, check: str) -> float:
         """β of the FedDA and FedGP roles (validated to be equal)."""
         return float(resolve.hparams(self.raw, None, self.theory_roles(check)["fedda"])["beta"])
@@ -253,10 +265,10 @@ def validate_params(raw: Any) -> Params:
     raw = expand_suites(raw)
     problems = non_finite_errors(raw) or schema_errors(raw, params_schema())
     if problems:
-        raise ParamsError(report(problems))
+        raise ParamsError(violation_messages(problems))
     problems = semantic_errors(raw)
     if problems:
-        raise ParamsError(report(problems))
+        raise ParamsError(violation_messages(problems))
     return Params(raw)
 
 

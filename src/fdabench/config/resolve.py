@@ -2,11 +2,17 @@
 cell resolution both call these functions, so what is checked is what runs.
 
     dataset options    dataset's schema defaults < params `datasets.<name>` < experiment `dataset_options`
+                       (`fdabench prepare --options`: the dataset's schema defaults < the given options)
     partition options  partitioner's schema defaults < the dataset's `default_partition` (its own
-                       partitioner only) < experiment `partition`
+                       partitioner only) < experiment `partition` (`fdabench partition --options` alike;
+                       stated by `fdabench.data.partition_options`)
     train settings     train schema defaults < dataset's `default_train` < suite `train` < experiment `train`
     hyper-parameters   method's schema defaults < variant (`methods.<name>`) < its `by_target.<target>`
-                       < experiment `method_options.<name>`
+                       < experiment `method_options.<name>` (the first step is `Method.with_defaults`, which a
+                       method's constructor also applies: methods import nothing of the config package)
+    seeds              `[0]` < suite `seeds` < experiment `seeds` (each replaces the one before)
+    methods            suite `methods` < experiment `methods` (the one given replaces the other)
+    resources          TRAINING_RESOURCES < suite `resources` < experiment `resources` (key by key)
 """
 
 from __future__ import annotations
@@ -18,12 +24,19 @@ from fdabench.data import get_dataset, partition_options
 from fdabench.federation.settings import TRAIN_DEFAULTS
 from fdabench.methods import METHODS
 
+#: what a training job asks a scheduler for unless the suite or experiment says otherwise
+TRAINING_RESOURCES = {"runtime": 60, "mem_mb": 4096}
+#: the seeds of an experiment when neither it nor its suite lists any
+DEFAULT_SEEDS = [0]
+
+
+def given_dataset_options(dataset: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The dataset's schema defaults < `given` (what `fdabench prepare --options` prepares with)."""
+    return {**copy.deepcopy(get_dataset(dataset).default_options), **copy.deepcopy(given)}
+
 
 def dataset_options(raw: dict[str, Any], dataset: str, experiment: dict[str, Any] | None = None) -> dict[str, Any]:
-    options = {
-        **copy.deepcopy(get_dataset(dataset).default_options),
-        **copy.deepcopy((raw.get("datasets") or {}).get(dataset, {})),
-    }
+    options = given_dataset_options(dataset, (raw.get("datasets") or {}).get(dataset, {}))
     if experiment is not None:
         options.update(copy.deepcopy(experiment.get("dataset_options", {})))
     return options
@@ -34,7 +47,8 @@ def partitioner_name(experiment: dict[str, Any]) -> str:
 
 
 def experiment_partition_options(experiment: dict[str, Any]) -> dict[str, Any]:
-    """(The merge itself is `fdabench.data.partition_options`, which `fdabench partition` also calls.)"""
+    """(The merge itself is `fdabench.data.partition_options`, which `fdabench partition` also calls: a partition
+    job imports no more than the data package.)"""
     return partition_options(
         get_dataset(experiment["dataset"]), experiment.get("partitioner"), experiment.get("partition", {})
     )
@@ -69,10 +83,7 @@ def hparams(
     raw: dict[str, Any], experiment: dict[str, Any] | None, method: str, target: str | None = None
 ) -> dict[str, Any]:
     """The complete hyper-parameters of `method` in `experiment` for `target`."""
-    resolved = {
-        **copy.deepcopy(METHODS.get(algorithm_of(raw, method)).default_hparams),
-        **variant_hparams(raw, method, target),
-    }
+    resolved = METHODS.get(algorithm_of(raw, method)).with_defaults(variant_hparams(raw, method, target))
     if experiment is not None:
         resolved.update(copy.deepcopy((experiment.get("method_options") or {}).get(method, {})))
     return resolved
@@ -80,3 +91,12 @@ def hparams(
 
 def experiment_methods(suite: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
     return list(experiment.get("methods", suite.get("methods", [])))
+
+
+def experiment_seeds(suite: dict[str, Any], experiment: dict[str, Any]) -> list[int]:
+    return list(experiment.get("seeds", suite.get("seeds", DEFAULT_SEEDS)))
+
+
+def resources(suite: dict[str, Any], experiment: dict[str, Any]) -> dict[str, int]:
+    """Scheduler resources of the experiment's training jobs."""
+    return {**TRAINING_RESOURCES, **suite.get("resources", {}), **experiment.get("resources", {})}

@@ -11,10 +11,11 @@ from fdabench.core.errors import ParamsError  # noqa: F401  (raised by the confi
 from fdabench.core.plugins import registration_hint
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
+from fdabench.federation.records import METRICS
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.paper.theory_check_roles import ROLES
+from fdabench.paper.theory_check_roles import DEFAULT_DRAWS, ROLES
 
 #: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)
@@ -25,6 +26,59 @@ NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
 #: paths that reach shell commands (quoted there): the name characters, spaces and /, no part starting with -
 SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+$"
 SAFE_PATH_RULE = "letters, digits, spaces and _ . + - / only, no part starting with '-'"
+
+
+#: the top-level settings with a default (each property's `default`: the one place it is written; `Params` reads
+#: them with `fdabench.core.registry.schema_defaults`)
+TOP_LEVEL_SETTINGS: dict[str, Any] = {
+    "device": {
+        "enum": ["auto", "cpu", "cuda"],
+        "default": "auto",
+        "description": "auto = CUDA when available, else CPU (fdabench.core.devices)",
+    },
+    "threads_per_cell": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 1,
+        "description": "CPU threads of one training job",
+    },
+    "checkpoint_every": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 0,
+        "description": "training cells save their state every this many rounds and resume from it when rerun after "
+        "an interruption (0: never); not part of a cell's identity",
+    },
+}
+#: the settings of a theory check with a default
+THEORY_CHECK_SETTINGS: dict[str, Any] = {
+    "draws": {
+        "type": "integer",
+        "minimum": 2,
+        "default": DEFAULT_DRAWS,
+        "description": "Monte Carlo draws for σ² at initialisation",
+    },
+}
+#: params.yaml `data`
+DATA_SETTINGS: dict[str, Any] = {
+    "root": {
+        "type": "string",
+        "pattern": SAFE_PATH_PATTERN,
+        "default": "data",
+        "description": "where raw and prepared data and partitions are kept (dvc.yaml follows it)",
+    },
+    "mirror": {
+        "type": ["string", "null"],
+        "pattern": SAFE_PATH_PATTERN,
+        "default": None,
+        "description": f"local mirror of raw datasets (null: ${MIRROR_ENVIRONMENT_VARIABLE}, if set)",
+    },
+    "download": {
+        "type": "boolean",
+        "default": False,
+        "description": "let `acquire` download raw datasets the mirror lacks (network)",
+    },
+}
 
 
 def _name(description: str) -> dict[str, Any]:
@@ -98,7 +152,7 @@ def params_schema() -> dict[str, Any]:
             "title": {"type": "string"},
             "metrics": {
                 "type": "array",
-                "items": {"enum": ["accuracy", "auc", "mse", "loss"]},
+                "items": {"enum": list(METRICS)},
                 "minItems": 1,
                 "uniqueItems": True,
                 "description": "metrics shown (default: each cell's primary metric)",
@@ -111,7 +165,7 @@ def params_schema() -> dict[str, Any]:
         {
             "experiment": _name("an experiment of this suite on synthetic_regression"),
             "roles": {**roles, "description": "method variant playing each rule (default: the rule's own name)"},
-            "draws": {"type": "integer", "minimum": 2, "description": "Monte Carlo draws for σ² at initialisation"},
+            **copy.deepcopy(THEORY_CHECK_SETTINGS),
             "title": {"type": "string"},
         },
         required=["experiment"],
@@ -177,8 +231,7 @@ def params_schema() -> dict[str, Any]:
         **object_schema(
             {
                 "suite": _name("the suite that snakemake and dvc build"),
-                "device": {"enum": ["auto", "cpu", "cuda"], "description": "auto = CUDA when available, else CPU"},
-                "threads_per_cell": {"type": "integer", "minimum": 1, "description": "CPU threads of one training job"},
+                **copy.deepcopy(TOP_LEVEL_SETTINGS),
                 "gpus": {
                     "type": "array",
                     "items": {"type": "integer", "minimum": 0},
@@ -188,19 +241,13 @@ def params_schema() -> dict[str, Any]:
                     "round-robin; `snakemake --resources gpu_<index>=K` runs K cells on each at once (one machine; "
                     "not with a cluster profile)",
                 },
-                "checkpoint_every": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "training cells save their state every this many rounds and resume from it "
-                    "when rerun after an interruption (0: never); not part of a cell's identity",
-                },
                 "limits": object_schema(
                     {
                         name: {
                             "type": "integer",
                             "minimum": 1,
-                            "description": f"refuse more {name} than this (default {limit}); raise it to confirm a "
-                            "run that large",
+                            "default": limit,
+                            "description": f"refuse more {name} than this; raise it to confirm a run that large",
                         }
                         for name, limit in DEFAULT_LIMITS.items()
                     },
@@ -219,25 +266,7 @@ def params_schema() -> dict[str, Any]:
                     },
                     description="what `dvc repro` builds",
                 ),
-                "data": object_schema(
-                    {
-                        "root": {
-                            "type": "string",
-                            "pattern": SAFE_PATH_PATTERN,
-                            "description": "where prepared data and partitions are written",
-                        },
-                        "mirror": {
-                            "type": ["string", "null"],
-                            "pattern": SAFE_PATH_PATTERN,
-                            "description": f"local mirror of raw datasets (or ${MIRROR_ENVIRONMENT_VARIABLE})",
-                        },
-                        "download": {
-                            "type": "boolean",
-                            "description": "let `acquire` download raw datasets the mirror lacks (network; default "
-                            "false)",
-                        },
-                    }
-                ),
+                "data": object_schema(copy.deepcopy(DATA_SETTINGS)),
                 "datasets": object_schema(
                     dataset_options, description="per-dataset options; unset keys take the dataset's defaults"
                 ),
@@ -303,5 +332,6 @@ def schema_errors(instance: Any, schema: dict[str, Any], prefix: tuple = ()) -> 
     return [_format_schema_error(error, prefix) for error in errors]
 
 
-def report(problems: list[str]) -> str:
+def violation_messages(problems: list[str]) -> str:
+    """The message of a ParamsError: one line per problem (schema violation or failed check)."""
     return "invalid params:\n" + "\n".join(f"  - {problem}" for problem in problems)

@@ -7,7 +7,11 @@ device's resource, `gpu_<index>`, and `snakemake --resources gpu_0=K gpu_1=K` ru
 once. The job runs with `CUDA_VISIBLE_DEVICES=<index>` (`pin`), so inside it the GPU is `cuda:0`.
 
 On a cluster the scheduler picks the GPU and sets CUDA_VISIBLE_DEVICES itself: pinning there would point at a
-device the job was not given, so `pin` refuses it."""
+device the job was not given, so `pin` refuses it.
+
+params.yaml `device` has one meaning everywhere (`uses_cuda`): `cuda` is CUDA, `cpu` the CPU, and `auto` CUDA
+exactly when torch sees a CUDA device in the process that asks (`cuda_available`): a training job, and the
+Snakemake run that schedules it (its `gpu` resource)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,19 @@ SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST", "PBS_JOBID", "
 UNPINNED = "none"
 
 Cell = TypeVar("Cell", bound=Hashable)
+
+
+def cuda_available() -> bool:
+    """Whether this process sees a CUDA device (torch is imported here, only when asked)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def uses_cuda(device: str) -> bool:
+    """Whether params.yaml `device` (auto, cpu or cuda) means CUDA in this process: auto asks `cuda_available`, the
+    others do not."""
+    return device == "cuda" or (device == "auto" and cuda_available())
 
 
 def assign(cells: Sequence[Cell], devices: Sequence[int]) -> dict[Cell, int]:

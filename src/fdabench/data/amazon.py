@@ -90,7 +90,6 @@ class AmazonReviews(DatasetSource):
     task = "classification"
     domains = DOMAINS
     partitioner = "labelled_target"
-    model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
         "vocabulary": {

@@ -162,8 +162,6 @@ class DatasetSource(ABC):
     task: ClassVar[str]
     domains: ClassVar[tuple[str, ...]]
     partitioner: ClassVar[str] = "leave_one_domain_out"
-    model: ClassVar[str]
-    metric: ClassVar[str] = "accuracy"  # "accuracy" (higher is better) or "mse" (lower is better)
     #: JSON-schema properties of the dataset's options (params.yaml `datasets.<name>`), each with its `default`;
     #: `default_options` is derived from them.
     options_schema: ClassVar[dict[str, Any]] = {}

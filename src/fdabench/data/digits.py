@@ -48,7 +48,6 @@ class ColoredDigits(DatasetSource):
     domains = ("+90", "+80", "-90")
     # probability of flipping the colour away from the (noisy) label, DomainBed ColoredMNIST [0.1, 0.2, 0.9]
     COLOUR_FLIP = {"+90": 0.1, "+80": 0.2, "-90": 0.9}
-    model = "digits_cnn"
     options_schema = {
         # DomainBed ColoredMNIST: 25% label noise
         "label_noise": {
@@ -84,7 +83,6 @@ class RotatedDigits(DatasetSource):
     name = "rotated_digits"
     task = "classification"
     domains = ("0", "15", "30", "45", "60", "75")  # degrees, as DomainBed's RotatedMNIST
-    model = "digits_cnn"
     options_schema = {"seed": {**_SEED_OPTION, "default": 0}}
     default_train = _DIGITS_TRAIN
     default_partition = {"holdout_fraction": 0.2, "target_labelled": 48}

@@ -77,7 +77,6 @@ class ImageFolderDomains(DatasetSource):
 
     task = "classification"
     partitioner = "leave_one_domain_out"
-    model = "resnet18"
     raw_name: ClassVar[str]
     folders: ClassVar[dict[str, str]]  # domain name -> folder name
     options_schema = _IMAGE_OPTIONS
@@ -245,7 +244,6 @@ class ManifestDomains(DatasetSource):
 
     task = "classification"
     partitioner = "leave_one_domain_out"
-    model = "resnet18"
     default_domains: ClassVar[tuple[str, ...]]
     domain_column: ClassVar[str] = "domain"
     default_auxiliary: ClassVar[tuple[str, ...]] = ()

@@ -77,7 +77,6 @@ class OfficeCaltech10(DatasetSource):
     name = "office_caltech10"
     task = "classification"
     domains = ("amazon", "caltech10", "dslr", "webcam")
-    model = "mlp"
     raw_datasets = (RAW_NAME,)
     options_schema = {
         "features": {

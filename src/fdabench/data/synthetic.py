@@ -33,10 +33,8 @@ def _rbf_outputs(x: np.ndarray, centres: np.ndarray, widths: np.ndarray, mixing:
 class SyntheticRegression(DatasetSource):
     name = "synthetic_regression"
     task = "regression"
-    metric = "mse"
     domains = ("target",) + tuple(f"s{k}" for k in range(len(DEFAULT_SHIFT_LEVELS)))
     partitioner = "shift_and_subsample"
-    model = "sigmoid_mlp"
     options_schema = {
         "samples_per_domain": {
             "type": "integer",

@@ -62,7 +62,6 @@ class FedHeart(DatasetSource):
     task = "classification"
     domains = tuple(HEART_CENTRES)
     raw_datasets = ("heart_disease",)
-    model = "mlp"
     AUXILIARY_CLASSES = {"sex": 2, "age_decade": len(AGE_DECADES) + 1}
     options_schema = {
         "rows": {

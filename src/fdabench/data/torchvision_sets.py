@@ -50,7 +50,6 @@ class FashionMNIST(DatasetSource):
     domains = ("train", "test")
     raw_datasets = ("FashionMNIST",)
     partitioner = "feature_noise"
-    model = "fmnist_cnn"
     default_train = {**_NOISE_TRAIN, "model": "fmnist_cnn", "source_lr": 0.01, "target_lr": 0.005}
     # FMNIST: iid split into 9 sources + target (6,000 each); the target uses 100 labelled samples and is
     # tested on the (noisy) 10,000 test images.
@@ -83,7 +82,6 @@ class MNIST(DatasetSource):
     domains = ("train", "test")
     raw_datasets = ("MNIST",)
     partitioner = "feature_noise"
-    model = "fmnist_cnn"
     default_train = {**_NOISE_TRAIN, "model": "fmnist_cnn", "source_lr": 0.01, "target_lr": 0.005}
     default_partition = {
         "clients": 9,
@@ -107,7 +105,6 @@ class CIFAR10(DatasetSource):
     domains = ("train", "test")
     raw_datasets = ("CIFAR10",)
     partitioner = "feature_noise"
-    model = "cifar_cnn"
     default_train = {**_NOISE_TRAIN, "model": "cifar_cnn", "source_lr": 0.005, "target_lr": 0.0025}
     # CIFAR-10: '#label4' split (4 classes per client); the target uses 10% of its partition and is tested
     # on the rest.
@@ -141,7 +138,6 @@ class ColoredMNIST(DatasetSource):
     domains = ("+90", "+80", "-90")
     COLOUR_FLIP = {"+90": 0.1, "+80": 0.2, "-90": 0.9}  # DomainBed ColoredMNIST environments
     raw_datasets = ("MNIST",)
-    model = "mnist_cnn"
     options_schema = {
         "label_noise": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.25},
         "seed": {"type": "integer", "minimum": 0, "default": 0},

@@ -30,7 +30,7 @@ def _gradient(space: ParameterSpace, loss_fn, x: torch.Tensor, y: torch.Tensor) 
 
 
 def initial_quantities(
-    problem: FederatedProblem, settings: TrainSettings, seed: int, beta: float, draws: int = 100
+    problem: FederatedProblem, settings: TrainSettings, seed: int, beta: float, draws: int
 ) -> dict[str, Any]:
     """d_π², σ_π², τ²d_π² and each rule's Delta error at the cell's initial parameters."""
     if len(problem.sources) != 1:

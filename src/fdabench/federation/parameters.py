@@ -46,13 +46,6 @@ class ParameterSpace:
             for buffer, value in zip(self.buffers, values):
                 buffer.copy_(value)
 
-    def layer_slices(self) -> dict[str, slice]:
-        slices, start = {}, 0
-        for name, size in zip(self.layer_names, self.layer_sizes):
-            slices[name] = slice(start, start + size)
-            start += size
-        return slices
-
 
 def average_buffers(states: list[list[Tensor]], weights: Tensor) -> list[Tensor]:
     """Sample-weighted average of floating-point buffers; integer buffers (counters) take the maximum."""

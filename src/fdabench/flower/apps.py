@@ -31,15 +31,15 @@ from fdabench.core.io import read_json, write_json_atomic
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
-from fdabench.flower import messages
+from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, messages
 from fdabench.flower.site_files import load_site, problem_shape
 from fdabench.flower.site_worker import Site
 from fdabench.flower.transport import FlowerSites, SiteFailure, SiteInfo, error_reason
 
 DEFAULTS: dict[str, Any] = {
-    "dropout": "fail",
-    "timeout": 600.0,
-    "wait-seconds": 600.0,
+    "dropout": DEFAULT_DROPOUT,
+    "timeout": DEFAULT_TIMEOUT_SECONDS,
+    "wait-seconds": DEFAULT_WAIT_SECONDS,
     "startup-seconds": 120.0,
     "threads": 1,
 }

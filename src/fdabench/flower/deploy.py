@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.core.io import read_json
+from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.simulation import QUIET, run_options, site_files
 
 APP_NAME = "fdabench-cell"
@@ -211,9 +212,9 @@ def local_deployment(folder: str | os.PathLike, work: str | os.PathLike | None =
 def deploy_locally(
     folder: str | os.PathLike,
     result: str | os.PathLike,
-    dropout: str = "fail",
-    timeout: float = 600.0,
-    wait_seconds: float = 600.0,
+    dropout: str = DEFAULT_DROPOUT,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
     threads: int = 1,
     seconds: float = 3600.0,
     work: str | os.PathLike | None = None,

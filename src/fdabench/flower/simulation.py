@@ -15,6 +15,7 @@ from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
 from fdabench.core.io import read_json, write_json_atomic
+from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
 from fdabench.flower.site_files import export_sites, read_manifest
@@ -67,9 +68,9 @@ def site_files(folder: str | os.PathLike) -> list[str]:
 def run_options(
     folder: str | os.PathLike,
     result: str | os.PathLike,
-    dropout: str = "fail",
-    timeout: float = 600.0,
-    wait_seconds: float = 600.0,
+    dropout: str = DEFAULT_DROPOUT,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
     threads: int = 1,
 ) -> dict[str, Any]:
     """The apps' configuration for an exported cell (`fdabench.flower.apps`)."""
@@ -89,9 +90,9 @@ def run_options(
 def simulate(
     folder: str | os.PathLike,
     result: str | os.PathLike,
-    dropout: str = "fail",
-    timeout: float = 600.0,
-    wait_seconds: float = 600.0,
+    dropout: str = DEFAULT_DROPOUT,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
     threads: int = 1,
     faults: list | None = None,
 ) -> dict[str, Any]:

@@ -32,11 +32,9 @@ from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.sites import SourceRound, TargetRound
-from fdabench.flower import messages
+from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES, messages
 from fdabench.flower.messages import RejectedReply
 from fdabench.tensor_math.aggregation import auto_betas
-
-POLICIES = ("fail", "wait", "skip")
 
 
 def error_reason(reason: str) -> str:
@@ -91,13 +89,13 @@ class FlowerSites:
         sites: list[SiteInfo],
         space: ParameterSpace,
         device: torch.device,
-        policy: str = "fail",
-        timeout: float = 600.0,
-        wait_seconds: float = 600.0,
+        policy: str = DEFAULT_DROPOUT,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
         hello: Callable[[], dict[str, SiteInfo]] | None = None,
     ):
-        if policy not in POLICIES:
-            raise ValueError(f"unknown dropout policy {policy!r}; allowed: {', '.join(POLICIES)}")
+        if policy not in DROPOUT_POLICIES:
+            raise ValueError(f"unknown dropout policy {policy!r}; allowed: {', '.join(DROPOUT_POLICIES)}")
         self.grid, self.method, self.space, self.device = grid, method, space, device
         self.policy, self.timeout, self.wait_seconds = policy, timeout, wait_seconds
         self.hello = hello

@@ -7,6 +7,7 @@ train and how the server aggregates. Families with a different protocol subclass
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -62,7 +63,13 @@ class Method(ABC):
             raise ValueError(
                 f"{self.name}: unknown hyper-parameters {sorted(unknown)}; allowed: {sorted(self.hparams_schema)}"
             )
-        self.hparams = {**self.default_hparams, **(hparams or {})}
+        self.hparams = self.with_defaults(hparams or {})
+
+    @classmethod
+    def with_defaults(cls, hparams: dict[str, Any]) -> dict[str, Any]:
+        """The method's schema defaults < `hparams` (a copy; the first step of the hyper-parameters' merge
+        order, `fdabench.config.resolve`)."""
+        return {**copy.deepcopy(cls.default_hparams), **copy.deepcopy(hparams)}
 
     def check(self, train: dict[str, Any]) -> list[str]:
         """Problems with running this method under the experiment's resolved `train` settings

@@ -4,3 +4,5 @@ with β auto-weighted, each against the target-only and source-only extremes."""
 FIXED_RULES = ("target_only", "source_only", "fedda", "fedgp")
 AUTO_RULES = ("target_only", "source_only", "fedda_auto", "fedgp_auto")
 ROLES = tuple(dict.fromkeys(FIXED_RULES + AUTO_RULES))  # every role a theory check assigns a method to
+#: Monte Carlo draws for σ² at initialisation unless a theory check sets `draws` (params.yaml schema default)
+DEFAULT_DRAWS = 100

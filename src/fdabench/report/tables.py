@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fdabench.cell.result import check_same_code, facts_row, read_cell
+from fdabench.federation.records import METRIC_LABELS, PERCENT_METRICS
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
 AVERAGE = "Avg"
@@ -91,7 +92,7 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def format_value(mean: float, std: float, metric: str) -> str:
     """Accuracy and AUC in percent with two decimals, "mean (std)"; other metrics with four significant digits."""
-    if metric in ("accuracy", "auc"):
+    if metric in PERCENT_METRICS:
         text = f"{100 * mean:.2f}"
         return text if math.isnan(std) else f"{text} ({100 * std:.2f})"
     text = f"{mean:.4g}"
@@ -111,9 +112,8 @@ def paper_layout(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> p
             rows = tidy[(tidy["experiment"] == experiment) & (tidy["metric"] == metric)]
             columns += [(experiment, metric, target) for target in dict.fromkeys(rows["target"])]
     lookup = {(row.experiment, row.metric, row.target, row.method): row for row in tidy.itertuples()}
-    metric_label = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
     header = [
-        f"{exp}{' ' + metric_label.get(metric, metric) if several_metrics else ''} {target}"
+        f"{exp}{' ' + METRIC_LABELS.get(metric, metric) if several_metrics else ''} {target}"
         for exp, metric, target in columns
     ]
     body = []
