@@ -31,6 +31,7 @@ LAYERS = (
     (
         "fdabench.config",
         "fdabench.cells",
+        "fdabench.cell_compare",
         "fdabench.runner",
         "fdabench.bench",
         "fdabench.bench_cell",
@@ -45,7 +46,9 @@ LAYERS = (
 )
 # What the report may read: cell files and the published papers, never params or the registries.
 REPORT_MAY_IMPORT = ("fdabench.cells", "fdabench.io", "fdabench.paper", "fdabench.report", "fdabench.families")
-DEFERRED_IMPORTS_ALLOWED = ("fdabench.cli",)
+# fdabench.forkserver: its client runs in every training job and imports only what handing the job over needs
+# (the plugin scan and the server's warm-up are imported where they run).
+DEFERRED_IMPORTS_ALLOWED = ("fdabench.cli", "fdabench.forkserver")
 
 
 def _module_name(path: Path) -> str:
