@@ -1,7 +1,7 @@
 """Every suite's resolved cells, as JSON: {suite: {cell path: config}} (a before/after check for params.yaml edits).
 
-    python scripts/dump_suite_cells.py [--params params.yaml] > cells.json
-    python scripts/dump_suite_cells.py --compare before.json        # exit 1 and list differences if any
+python scripts/dump_suite_cells.py [--params params.yaml] > cells.json
+python scripts/dump_suite_cells.py --compare before.json        # exit 1 and list differences if any
 """
 
 from __future__ import annotations

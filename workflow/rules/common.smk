@@ -5,6 +5,7 @@ import os
 import re
 import shlex
 import sys
+from functools import cache
 
 from snakemake.exceptions import WorkflowError
 
@@ -118,21 +119,44 @@ def prepared_options(wildcards):
     return PREPARED_OPTIONS[key]
 
 
+# Input functions, params and resources are evaluated per job, and again for every ready job each time Snakemake
+# selects jobs to run (it resets them): each value is worked out once per run.
 def cell_paths(experiments):
-    return [cell.path for cell in PARAMS.cells(experiments)]
+    return list(_cell_paths(tuple(experiments)))
+
+
+@cache
+def _cell_paths(experiments):
+    return tuple(cell.path for cell in PARAMS.cells(list(experiments)))
+
+
+@cache
+def _cell_params(experiment, method, target, seed):
+    """(the cell's resolved configuration as canonical JSON, its code fingerprint)."""
+    cell = PARAMS.cell(experiment, method, target, seed)
+    return canonical_json(cell.config), cell_code_fingerprint(cell.config).digest
 
 
 def cell_config(wildcards):
-    cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
-    return canonical_json(cell.config)
+    return _cell_params(*_cell_key(wildcards))[0]
 
 
 def cell_code(wildcards):
     """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus a plugin's modules:
     fdabench.cell.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
     other code does not."""
-    cell = PARAMS.cell(wildcards.experiment, wildcards.method, wildcards.target, int(wildcards.seed))
-    return cell_code_fingerprint(cell.config).digest
+    return _cell_params(*_cell_key(wildcards))[1]
+
+
+@cache
+def experiment_resources(experiment):
+    """params.yaml `resources` of the experiment: what a cluster scheduler is asked for per job."""
+    return PARAMS.resources(experiment)
+
+
+@cache
+def prepared_path(experiment):
+    return PARAMS.prepared_path(experiment)
 
 
 def rerun_marker(wildcards):

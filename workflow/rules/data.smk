@@ -44,7 +44,7 @@ rule prepare:
 
 rule partition:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
+        prepared=lambda wildcards: prepared_path(wildcards.experiment),
     output:
         pattern("PARTITION"),
     params:

@@ -98,7 +98,7 @@ rule figure_betas:
 
 rule theory_init:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
+        prepared=lambda wildcards: prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
     output:
         update(pattern("THEORY_INIT")),
@@ -109,8 +109,8 @@ rule theory_init:
         draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
     threads: PARAMS.threads_per_cell
     resources:
-        runtime=lambda wildcards: PARAMS.resources(wildcards.experiment)["runtime"],
-        mem_mb=lambda wildcards: PARAMS.resources(wildcards.experiment)["mem_mb"],
+        runtime=lambda wildcards: experiment_resources(wildcards.experiment)["runtime"],
+        mem_mb=lambda wildcards: experiment_resources(wildcards.experiment)["mem_mb"],
     log:
         log("theory_init"),
     conda:

@@ -5,7 +5,7 @@
 
 rule train:
     input:
-        prepared=lambda wildcards: PARAMS.prepared_path(wildcards.experiment),
+        prepared=lambda wildcards: prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
         rerun=rerun_marker,
     output:
@@ -28,8 +28,8 @@ rule train:
         # changing it reruns nothing
         checkpoint_every=PARAMS.checkpoint_every,
         # per experiment (params.yaml `resources`): what a cluster scheduler is asked for
-        runtime=lambda wildcards: PARAMS.resources(wildcards.experiment)["runtime"],
-        mem_mb=lambda wildcards: PARAMS.resources(wildcards.experiment)["mem_mb"],
+        runtime=lambda wildcards: experiment_resources(wildcards.experiment)["runtime"],
+        mem_mb=lambda wildcards: experiment_resources(wildcards.experiment)["mem_mb"],
     log:
         log("train"),
     conda:

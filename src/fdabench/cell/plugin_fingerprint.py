@@ -18,6 +18,9 @@ from typing import Any
 
 from fdabench.cell import fingerprint
 from fdabench.cell.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
+from fdabench.data import DATASETS, PARTITIONERS
+from fdabench.methods import METHODS
+from fdabench.models import MODELS
 
 INTERNAL = "fdabench"
 
@@ -91,6 +94,19 @@ def plugin_aware_fingerprint(roots: Iterable[str]) -> CodeFingerprint:
     modules = dict(sorted(modules.items()))
     digest = hashlib.sha256("\n".join(f"{name} {h}" for name, h in modules.items()).encode()).hexdigest()[:16]
     return CodeFingerprint(digest, modules)
+
+
+def warm_cache() -> None:
+    """Parse and hash now every fdabench module a cell's fingerprint can reach (from the runner and every
+    registered method, dataset, partitioner and model, plugins' included), so that the fork server's children,
+    each recording its cell's fingerprint, find that work done. The caches hold what the files said when read:
+    a process that outlives an edit of them gives the old fingerprint (the fork server is keyed by the files,
+    so a new server serves the edited code). Written here, not in `fdabench.cell.fingerprint`: that module is part
+    of every cell's fingerprint."""
+    members = [member for registry in (METHODS, DATASETS, PARTITIONERS, MODELS) for _, member in registry.items()]
+    graph = fingerprint._graph(PACKAGE)
+    for name in graph.closure([fingerprint.RUNNER, *(fingerprint.defining_module(member) for member in members)]):
+        fingerprint._module_hash(graph.files[name])
 
 
 def cell_code(config: dict[str, Any]) -> CodeFingerprint:

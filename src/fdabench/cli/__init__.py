@@ -33,13 +33,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command. Expected failures (invalid params, a bad or missing file, bad JSON, an unknown name) are
     one line naming the file or value and the fix, exit status 2; --debug shows their traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:
+        # Every training job starts here: hand the command line to the fork server before anything else is
+        # built; its child parses it, as below, and reports the same errors and exit status.
+        from fdabench.jobs import forkserver
+
+        if forkserver.enabled():
+            code = forkserver.run(argv)
+            if code is not None:
+                return code
     args = build_parser().parse_args(argv)
     if args.command == "forkserver":
         from fdabench.jobs import forkserver
 
         forkserver.serve(args.socket, handler=main)
         return 0
-    if args.command == "train":
+    if args.command == "train" and argv[:1] != ["train"]:  # `fdabench --debug train ...`
         from fdabench.jobs import forkserver
 
         if forkserver.enabled():

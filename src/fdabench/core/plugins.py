@@ -130,15 +130,25 @@ def loaded_plugins() -> list[str]:
     return lines if plugins_enabled() else []
 
 
-def plugin_source_files() -> list[Path]:
-    """The .py files of every installed plugin's top-level package (found without importing it)."""
-    files: set[Path] = set()
+def plugin_source_roots() -> list[Path]:
+    """Every installed plugin's top-level package folder, or its module's file (found without importing it)."""
+    roots: set[Path] = set()
     for group in GROUPS:
         for entry_point in entry_points(group=group):
             spec = importlib.util.find_spec(entry_point.value.split(":")[0].split(".")[0])
             if spec is None:
                 continue
             folders = list(spec.submodule_search_locations or [])
-            files |= {Path(spec.origin)} if not folders and spec.origin else set()
-            files |= {path for folder in folders for path in Path(folder).rglob("*.py")}
-    return sorted(files)
+            roots |= {Path(spec.origin)} if not folders and spec.origin else set()
+            roots |= {Path(folder) for folder in folders}
+    return sorted(roots)
+
+
+def source_files(roots: list[Path]) -> list[Path]:
+    """The .py files of `plugin_source_roots()` (a module's file, or every .py file under a package folder)."""
+    return sorted({path for root in roots for path in ([root] if root.suffix == ".py" else root.rglob("*.py"))})
+
+
+def plugin_source_files() -> list[Path]:
+    """The .py files of every installed plugin's top-level package (found without importing it)."""
+    return source_files(plugin_source_roots())

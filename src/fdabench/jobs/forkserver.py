@@ -25,23 +25,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib
 import os
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Client, Connection
 from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
 
 from fdabench.core.devices import SCHEDULER_VARIABLES
-from fdabench.core.plugins import plugin_source_files
+
+# The client (`fdabench train` in every Snakemake job) imports only what it needs to hand its job over: a few
+# standard modules. What only the server or a server's start needs (subprocess, importlib.metadata through
+# fdabench.core.plugins, torch) is imported where it is used.
 
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
@@ -62,7 +60,11 @@ def enabled() -> bool:
 
 
 def _runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if not base:
+        import tempfile
+
+        base = tempfile.gettempdir()
     directory = Path(base) / f"fdabench-{os.getuid()}"
     directory.mkdir(mode=0o700, exist_ok=True)
     info = directory.stat()
@@ -73,19 +75,49 @@ def _runtime_dir() -> Path:
 
 def installed_distributions() -> list[str]:
     """Every distribution on sys.path as its metadata folder name ('torch-2.9.0.dist-info'): name and version."""
-    found = set()
+    return sorted({name for _, name in _distribution_folders()})
+
+
+def _distribution_folders() -> list[tuple[str, str]]:
+    """(sys.path entry, metadata folder name) of every distribution on sys.path."""
+    found = []
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
         except OSError:
             continue
-        found.update(name for name in names if name.endswith((".dist-info", ".egg-info")))
-    return sorted(found)
+        found += [(entry or ".", name) for name in names if name.endswith((".dist-info", ".egg-info"))]
+    return found
 
 
-def server_key() -> str:
+def _plugin_files(directory: Path) -> list[Path]:
+    """`fdabench.core.plugins.plugin_source_files()`, with the scan of entry points (importlib.metadata: about 0.1 s,
+    in every job's client) done once per set of installed distributions: the plugins' package folders are
+    kept in `directory` under a key of every distribution's metadata folder and its modification time (an
+    install, upgrade or removal changes it); their .py files are listed anew each time."""
+    import json
+
+    stamp = hashlib.sha256()
+    for entry, name in _distribution_folders():
+        with contextlib.suppress(OSError):
+            stamp.update(f"{entry}/{name}:{os.stat(os.path.join(entry, name)).st_mtime_ns}\0".encode())
+    cache = directory / f"plugins-{stamp.hexdigest()[:20]}.json"
+    try:
+        roots = [Path(root) for root in json.loads(cache.read_text(encoding="utf-8"))]
+    except (OSError, ValueError):
+        from fdabench.core.plugins import plugin_source_roots
+
+        roots = plugin_source_roots()
+        temporary = cache.with_name(f"{cache.name}.{os.getpid()}")
+        temporary.write_text(json.dumps([str(root) for root in roots]), encoding="utf-8")
+        os.replace(temporary, cache)
+    # as fdabench.core.plugins.source_files, without importing it (it imports importlib.metadata)
+    return sorted({path for root in roots for path in ([root] if root.suffix == ".py" else root.rglob("*.py"))})
+
+
+def server_key(directory: Path | None = None) -> str:
     """Changes whenever the interpreter, fdabench's files, a plugin's files (`fdabench.core.plugins`) or any installed
-    distribution change."""
+    distribution change. `directory`: where the plugin scan is kept (the runtime folder; none: scanned anew)."""
     digest = hashlib.sha256(sys.executable.encode())
     for name in installed_distributions():
         digest.update(name.encode() + b"\0")
@@ -93,7 +125,13 @@ def server_key() -> str:
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}".encode())
-    for path in plugin_source_files():  # an edited plugin (installed with -e) gets a fresh server too
+    if directory is None:
+        from fdabench.core.plugins import plugin_source_files
+
+        plugin_files = plugin_source_files()
+    else:
+        plugin_files = _plugin_files(directory)
+    for path in plugin_files:  # an edited plugin (installed with -e) gets a fresh server too
         info = path.stat()
         digest.update(f"{path}:{info.st_size}:{info.st_mtime_ns}".encode())
     return digest.hexdigest()[:20]
@@ -133,13 +171,15 @@ def run(argv: Sequence[str]) -> int | None:
 
 def _connect() -> Connection:
     directory = _runtime_dir()
-    key = server_key()
+    key = server_key(directory)
     path = directory / f"{key}.sock"
     if len(os.fsencode(path)) >= SOCKET_PATH_LIMIT:
         raise OSError(f"socket path {path} is too long for a Unix socket; set XDG_RUNTIME_DIR to a shorter directory")
     connection = _try_connect(path)
     if connection is not None:
         return connection
+    import subprocess
+
     with open(directory / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         connection = _try_connect(path)
@@ -178,8 +218,15 @@ def _try_connect(path: Path) -> Connection | None:
 # -- server ----------------------------------------------------------------------------------------
 def serve(path: str, handler: Handler) -> None:
     """Preload, then fork a child per connection that runs `handler(argv)`; exit when idle."""
+    import importlib
+
+    from fdabench.cell.plugin_fingerprint import warm_cache
+
     for module in PRELOAD:
         importlib.import_module(module)
+    # Every child records its cell's code fingerprint: the modules are hashed once here, not in each child.
+    # The server's key covers these files, so a changed file is only ever seen by a new server.
+    warm_cache()
     idle_seconds = float(os.environ.get(IDLE_VARIABLE, "120"))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     temporary = f"{path}.{os.getpid()}"
@@ -215,6 +262,8 @@ def _exit_when_client_ends(connection: Connection) -> None:
     cannot forward), the connection reaches end-of-file: end the child too, so that no orphan keeps
     computing a cell nobody waits for."""
 
+    import threading
+
     def watch() -> None:
         with socket.socket(fileno=os.dup(connection.fileno())) as raw:
             try:
@@ -228,6 +277,8 @@ def _exit_when_client_ends(connection: Connection) -> None:
 
 
 def _child(connection: Connection, handler: Handler) -> None:
+    import traceback
+
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
