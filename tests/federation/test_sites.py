@@ -1,12 +1,14 @@
 """The round loop through its `Sites` interface: a transport that could not reach a source has the round aggregate
-the others (their names, counts and bytes only), and evaluation is handed the global parameters just set."""
+the others (their names, counts and bytes only), evaluation is handed the global parameters just set, and a
+`sites_hook` (the bench's `TimedSites`) sees every call and changes nothing."""
 
 import torch
 
 from fdabench.federation import rounds
+from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
-from fdabench.federation.sites import LocalSites
+from fdabench.federation.sites import ROUND_PARTS, LocalSites, TimedSites
 from fdabench.methods import get_method
 from tiny import AUX_TRAIN, aux_client
 
@@ -102,3 +104,111 @@ def test_evaluation_gets_the_global_parameters_just_set():
     final, buffers = sites.evaluated[-1]
     assert torch.equal(final, torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
     assert buffers == []  # the MLP has none; a transport sends what there is
+
+
+class _Clock:
+    """A clock that advances by `step` at each reading, so every timed call lasts a known time."""
+
+    def __init__(self, step: float = 1.0):
+        self.now, self.step, self.readings = 0.0, step, 0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        self.readings += 1
+        return self.now
+
+
+class _Inner:
+    """Sites that answer at once and record what they were asked."""
+
+    def __init__(self, cohorts: int):
+        self.source_names, self.source_counts, self.has_target = ("a", "b"), torch.tensor([2.0, 3.0]), True
+        self.cohorts_per_round, self.calls, self.streams = cohorts, [], [torch.Generator()]
+
+    def train_sources(self, start, settings):
+        self.calls.append(("sources", start, settings))
+        return "sources reply"
+
+    def train_target(self, inputs, start, settings):
+        self.calls.append(("target", inputs, start, settings))
+        return "target reply"
+
+    def evaluate(self, params, buffers):
+        self.calls.append(("evaluate", params, buffers))
+        return {"accuracy": 0.5}
+
+    def random_streams(self):
+        return self.streams
+
+
+def test_timed_sites_time_each_part_and_the_server_step_between_replies_and_evaluation():
+    inner, clock = _Inner(cohorts=2), _Clock()
+    timed = TimedSites(inner, clock)
+    assert (timed.source_names, timed.has_target) == (("a", "b"), True)
+    assert torch.equal(timed.source_counts, inner.source_counts) and timed.random_streams() is inner.streams
+    assert timed.seconds == dict.fromkeys(ROUND_PARTS, 0.0) and timed.cohorts == 0
+    # a round: sources (readings 1, 2), target (3, 4), evaluation (5, 6); the server step is reading 4 to 5
+    assert timed.train_sources("θ", "local") == "sources reply"
+    assert timed.train_target("inputs", "θ_T", "target local") == "target reply"
+    assert timed.evaluate("params", ["buffers"]) == {"accuracy": 0.5}
+    assert inner.calls == [
+        ("sources", "θ", "local"),
+        ("target", "inputs", "θ_T", "target local"),
+        ("evaluate", "params", ["buffers"]),
+    ]
+    assert timed.seconds == {"source_training": 1.0, "target_training": 1.0, "aggregation": 1.0, "evaluation": 1.0}
+    assert timed.cohorts == 2
+    # an evaluation with no training reply before it (nothing trained since the last one) adds no server step
+    timed.evaluate("params", [])
+    assert timed.seconds["aggregation"] == 1.0 and timed.seconds["evaluation"] == 2.0
+    # a warm-up round (sources only), with a slower clock: the server step runs from the sources' reply
+    clock.step = 3.0
+    timed.train_sources("θ", "local")
+    timed.evaluate("params", [])
+    assert timed.seconds == {"source_training": 4.0, "target_training": 1.0, "aggregation": 4.0, "evaluation": 5.0}
+    assert timed.cohorts == 4 and clock.readings == 12
+    # sites that train no cohorts (e.g. over Flower: no `cohorts_per_round`) count none
+    remote = _Inner(cohorts=0)
+    del remote.cohorts_per_round
+    other = TimedSites(remote, _Clock())
+    other.train_sources("θ", "local")
+    assert other.cohorts == 0
+
+
+def test_a_sites_hook_sees_every_call_and_changes_no_result():
+    problem, settings = _problem(), TrainSettings.from_dict(SETTINGS)
+    plain = rounds.run_rounds(get_method("fedgp", {"beta": 0.5}), problem, settings, 0, torch.device("cpu"))
+    hooked: list[TimedSites] = []
+
+    def hook(sites):
+        assert isinstance(sites, LocalSites)
+        hooked.append(TimedSites(sites, _Clock()))
+        return hooked[-1]
+
+    timed = rounds.run_rounds(
+        get_method("fedgp", {"beta": 0.5}), problem, settings, 0, torch.device("cpu"), sites_hook=hook
+    )
+    strip = lambda history: [{k: v for k, v in r.items() if k != "seconds"} for r in history["rounds"]]
+    assert strip(timed) == strip(plain) and len(hooked) == 1
+    # 1 warm-up and 2 FDA rounds: the sources train 3 times, the target twice, every round is evaluated
+    assert hooked[0].seconds == {"source_training": 3.0, "target_training": 2.0, "aggregation": 3.0, "evaluation": 3.0}
+
+
+def test_local_sites_count_the_cohorts_a_source_round_trains():
+    problem = FederatedProblem(
+        "classification",
+        2,
+        (5,),
+        [aux_client("s0", 20, 0), aux_client("s1", 20, 1), aux_client("s2", 20, 2), aux_client("s3", 30, 3)],
+        aux_client("t", 16, 10),
+        aux_client("u", 10, 11),
+        aux_client("test", 30, 12),
+    )
+    settings = TrainSettings.from_dict(SETTINGS)
+    model = rounds.build_cell_model(problem, settings, 0, torch.device("cpu"))
+    space = ParameterSpace(model)
+    loss_fn = rounds.loss_function(problem.task)
+    method = get_method("fedgp", {"beta": 0.5})
+    make = lambda cohort: LocalSites(method, problem, space, loss_fn, 0, cohort, torch.device("cpu"), 1024)
+    # three sources of 20 samples train as one cohort, the one of 30 alone; one by one: no cohort
+    assert make("on").cohorts_per_round == 1 and make("off").cohorts_per_round == 0
