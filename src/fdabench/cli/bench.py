@@ -45,9 +45,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "aggregation":
         import torch
 
+        from fdabench.core.devices import cuda_available
+
         if args.threads:
             torch.set_num_threads(args.threads)
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
+        devices = ["cpu"] + (["cuda"] if cuda_available() else []) if args.device == "all" else [args.device]
         frame = bench.aggregation_frame(args.sources, args.sizes, devices, args.repeats or 5, args.batches)
     elif args.what == "memory":
         frame = bench.memory_frame(args.sources[0], args.sizes[0], args.batches)
