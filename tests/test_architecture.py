@@ -28,6 +28,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.cell.result",
     "fdabench.core.io",
     "fdabench.core.families",
+    "fdabench.core.metrics",
     "fdabench.paper",
     "fdabench.report",
 )

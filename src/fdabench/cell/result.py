@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.core.io import read_json
-from fdabench.federation.records import METRICS
+from fdabench.core.metrics import METRICS
 
 FORMAT = "fdabench.cell/1"
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")

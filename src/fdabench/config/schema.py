@@ -8,10 +8,10 @@ from typing import Any
 import jsonschema
 
 from fdabench.core.errors import ParamsError  # noqa: F401  (raised by the config package)
+from fdabench.core.metrics import METRICS
 from fdabench.core.plugins import registration_hint
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
-from fdabench.federation.records import METRICS
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS

@@ -6,12 +6,6 @@ import time
 from typing import Any
 
 PHASES = ("warmup", "fda", "finetune", "encoder", "dictionary")
-#: the metrics a round may record of the target, with their short labels in tables: the one list of metric names
-#: (a cell's finals, the tables' `metrics`, params.yaml's schema)
-METRIC_LABELS = {"accuracy": "ACC", "auc": "AUC", "mse": "MSE", "loss": "loss"}
-METRICS = tuple(METRIC_LABELS)
-#: the metrics tables and figures show in percent
-PERCENT_METRICS = ("accuracy", "auc")
 
 
 def primary_metric(task: str) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 from fdabench.cell.result import read_cell
 from fdabench.core.families import FAMILIES
 from fdabench.core.io import atomic_path
-from fdabench.federation.records import PERCENT_METRICS
+from fdabench.core.metrics import PERCENT_METRICS
 from fdabench.paper.published import PUBLISHED_AVERAGES, method_key, published_value
 from fdabench.report.style import REFERENCE_METHODS, MethodStyle, families_in_order, method_styles
 from fdabench.report.tables import AVERAGE

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fdabench.cell.result import check_same_code, facts_row, read_cell
-from fdabench.federation.records import METRIC_LABELS, PERCENT_METRICS
+from fdabench.core.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
 AVERAGE = "Avg"
