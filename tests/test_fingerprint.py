@@ -8,6 +8,7 @@ import pytest
 
 import fdabench
 from fdabench.cell.fingerprint import (
+    CodeFingerprint,
     _Graph,
     cell_fingerprint,
     cell_roots,
@@ -145,3 +146,12 @@ def test_normalised_source_ignores_documentation_and_layout_only():
     assert plain == normalised_source('"""Module."""\n\n\ndef f(x):  # add one\n    """Doc."""\n    return (x+1)\n')
     assert plain != normalised_source("def f(x):\n    return x + 2\n")
     assert normalised_source('def f():\n    """Only a docstring."""\n') == normalised_source("def f():\n    pass\n")
+
+
+def test_a_fingerprint_travels_as_json_and_back():
+    """The train rule hands the job the fingerprint it worked out (`fdabench train --code`), as JSON."""
+    fingerprint = cell_fingerprint(_config("digits", "fedgp"))
+    assert CodeFingerprint.from_json(fingerprint.to_json()) == fingerprint
+    for bad in ({"fingerprint": "abc"}, {"modules": {}}, ["abc", {}], "abc"):
+        with pytest.raises(ValueError, match="not a code fingerprint"):
+            CodeFingerprint.from_json(bad)

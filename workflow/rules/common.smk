@@ -132,9 +132,10 @@ def _cell_paths(experiments):
 
 @cache
 def _cell_params(experiment, method, target, seed):
-    """(the cell's resolved configuration as canonical JSON, its code fingerprint)."""
+    """(the cell's resolved configuration, its code fingerprint with the module hashes), each as canonical JSON:
+    the job records the fingerprint worked out here rather than computing it again."""
     cell = PARAMS.cell(experiment, method, target, seed)
-    return canonical_json(cell.config), cell_code_fingerprint(cell.config).digest
+    return canonical_json(cell.config), canonical_json(cell_code_fingerprint(cell.config).to_json())
 
 
 def cell_config(wildcards):
@@ -144,7 +145,7 @@ def cell_config(wildcards):
 def cell_code(wildcards):
     """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus a plugin's modules:
     fdabench.cell.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
-    other code does not."""
+    other code does not; the job is given it (`fdabench train --code`)."""
     return _cell_params(*_cell_key(wildcards))[1]
 
 

@@ -35,6 +35,6 @@ rule train:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench train --cell {params.cell:q} --prepared {input.prepared:q} --partition {input.partition:q} "
+        "fdabench train --cell {params.cell:q} --code {params.code:q} --prepared {input.prepared:q} --partition {input.partition:q} "
         "--output {output:q} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
         "--pin-gpu {resources.cuda_device} > {log:q} 2>&1"

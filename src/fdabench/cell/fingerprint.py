@@ -46,6 +46,17 @@ class CodeFingerprint:
     def to_json(self) -> dict[str, Any]:
         return {"fingerprint": self.digest, "modules": dict(self.modules)}
 
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> CodeFingerprint:
+        """The fingerprint `to_json` wrote; a clear error for anything else."""
+        if not (
+            isinstance(payload, dict)
+            and isinstance(payload.get("fingerprint"), str)
+            and isinstance(payload.get("modules"), dict)
+        ):
+            raise ValueError(f"not a code fingerprint (JSON with fingerprint and modules): {str(payload)[:80]}")
+        return cls(payload["fingerprint"], dict(payload["modules"]))
+
 
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by dotted name (a package by its __init__.py)."""

@@ -11,6 +11,7 @@ from fdabench.cli.common import CommandError, json_argument, require_json, requi
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from fdabench.cell.fingerprint import CodeFingerprint
     from fdabench.cell.run import run_cell
     from fdabench.cell.setup import CellInputError
     from fdabench.core.devices import pin
@@ -48,6 +49,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 on_round=on_round,
                 checkpoint=checkpoint,
                 checkpoint_every=args.checkpoint_every,
+                code=None if args.code is None else CodeFingerprint.from_json(args.code),
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
@@ -106,6 +108,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("train", help="run one cell and write its result JSON")
     p.add_argument("--cell", type=json_argument, required=True, help="the resolved cell configuration (JSON)")
+    p.add_argument(
+        "--code",
+        type=json_argument,
+        help="the cell's code fingerprint as the train rule worked it out (JSON: fingerprint, modules); default: "
+        "computed here",
+    )
     p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
     p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--output", required=True, help="the file to write")
