@@ -144,6 +144,10 @@ class _Inner:
 def test_timed_sites_time_each_part_and_the_server_step_between_replies_and_evaluation():
     inner, clock = _Inner(cohorts=2), _Clock()
     timed = TimedSites(inner, clock)
+    # an evaluation before anything trained (a fresh loop) has no server step to count
+    fresh = TimedSites(_Inner(cohorts=0), _Clock())
+    assert fresh.evaluate("params", []) == {"accuracy": 0.5}
+    assert fresh.seconds == {"source_training": 0.0, "target_training": 0.0, "aggregation": 0.0, "evaluation": 1.0}
     assert (timed.source_names, timed.has_target) == (("a", "b"), True)
     assert torch.equal(timed.source_counts, inner.source_counts) and timed.random_streams() is inner.streams
     assert timed.seconds == dict.fromkeys(ROUND_PARTS, 0.0) and timed.cohorts == 0
@@ -199,7 +203,7 @@ def test_local_sites_count_the_cohorts_a_source_round_trains():
         "classification",
         2,
         (5,),
-        [aux_client("s0", 20, 0), aux_client("s1", 20, 1), aux_client("s2", 20, 2), aux_client("s3", 30, 3)],
+        [aux_client("s0", 20, 0), aux_client("s1", 20, 1), aux_client("s2", 30, 2)],
         aux_client("t", 16, 10),
         aux_client("u", 10, 11),
         aux_client("test", 30, 12),
@@ -210,5 +214,5 @@ def test_local_sites_count_the_cohorts_a_source_round_trains():
     loss_fn = rounds.loss_function(problem.task)
     method = get_method("fedgp", {"beta": 0.5})
     make = lambda cohort: LocalSites(method, problem, space, loss_fn, 0, cohort, torch.device("cpu"), 1024)
-    # three sources of 20 samples train as one cohort, the one of 30 alone; one by one: no cohort
+    # the two sources of 20 samples train as one cohort, the one of 30 alone; one by one: no cohort
     assert make("on").cohorts_per_round == 1 and make("off").cohorts_per_round == 0
