@@ -6,20 +6,15 @@ import argparse
 import json
 import sys
 
-from fdabench.cli.common import cell_arguments
+from fdabench.cli.common import cell_arguments, suite_cell
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
     from fdabench.bench.cell import bench_cell, compare_cohort
     from fdabench.cell.lookup import MissingCellInputs
-    from fdabench.config import load_params
     from fdabench.core.io import write_json_atomic
 
-    if len(args.cell) != 3:
-        print("fdabench: bench cell takes SUITE EXPERIMENT METHOD", file=sys.stderr)
-        return 2
-    suite, experiment, method = args.cell
-    params = load_params(args.params).for_suite(suite)
+    params, experiment, method = suite_cell(args, "bench cell")
     cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
     device = None if args.device == "all" else args.device
     try:

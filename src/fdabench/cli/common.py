@@ -50,6 +50,17 @@ def require_writable(output: str) -> None:
         ) from None
 
 
+def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
+    """(params of SUITE, EXPERIMENT, METHOD) from a command's positional `cell` arguments; `command` names it in
+    the error."""
+    from fdabench.config import load_params
+
+    if len(args.cell) != 3:
+        raise CommandError(f"{command} takes SUITE EXPERIMENT METHOD")
+    suite, experiment, method = args.cell
+    return load_params(args.params).for_suite(suite), experiment, method
+
+
 def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """--params, --target, --seed: which cell of SUITE EXPERIMENT METHOD (`purpose`: the action they serve)."""
     parser.add_argument("--params", default="params.yaml", help=f"{purpose}: the params file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fdabench.cli.common import cell_arguments
+from fdabench.cli.common import cell_arguments, suite_cell
 
 
 def cmd_flower(args: argparse.Namespace) -> int:
@@ -22,13 +22,7 @@ def cmd_flower(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "export":
-            from fdabench.config import load_params
-
-            if len(args.cell) != 3:
-                print("fdabench: flower export takes SUITE EXPERIMENT METHOD", file=sys.stderr)
-                return 2
-            suite, experiment, method = args.cell
-            params = load_params(args.params).for_suite(suite)
+            params, experiment, method = suite_cell(args, "flower export")
             manifest = simulation.export_cell(params, experiment, method, args.target, args.seed, args.output)
             for site in manifest["sites"]:
                 print(f"{args.output}/{site['file']}: {site['role']} {site['name']}, {site['samples']} samples")
