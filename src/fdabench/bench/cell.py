@@ -30,6 +30,13 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import ROUND_PARTS, TimedSites, client_generator
 
 
+def clock(device: torch.device) -> float:
+    """`time.perf_counter()` once the device's queued work is done (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def round_samples(problem, settings: TrainSettings, phase: str) -> int:
     """Training samples a round processes: every source's epochs over its samples, and in FDA rounds the target's
     over its labelled samples."""
@@ -56,13 +63,9 @@ def centralised_seconds(
     local = dataclasses.replace(source, epochs=epochs)
     space = ParameterSpace(model)
     loss_fn = loss_function(problem.task)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    started = time.perf_counter()
+    started = clock(device)
     train_locally(space, space.get(), pooled, local, loss_fn, client_generator(seed, 0))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - started, epochs * len(pooled)
+    return clock(device) - started, epochs * len(pooled)
 
 
 def bench_cell(
@@ -90,22 +93,18 @@ def bench_cell(
     setup = load_cell(config, prepared, partition, device)
     problem, settings, method, where = setup.problem, setup.settings, setup.method, setup.device
 
-    def clock() -> float:
-        if where.type == "cuda":
-            torch.cuda.synchronize(where)
-        return time.perf_counter()
-
+    now = lambda: clock(where)
     timed: list[TimedSites] = []  # the sites the round loop talks to, timed (round-loop methods)
 
     def hook(sites):
-        timed.append(TimedSites(sites, clock))
+        timed.append(TimedSites(sites, now))
         return timed[-1]
 
     parts_now = lambda: dict(timed[0].seconds) if timed else dict.fromkeys(ROUND_PARTS, 0.0)
     # after each round: its phase, the clock and the parts' running totals; the first round is not timed (it
     # pays the start-up: allocations, thread pools, lazy initialisation)
     marks: list[tuple[str, float, dict[str, float]]] = []
-    on_round = lambda record, total: marks.append((record["phase"], clock(), parts_now()))
+    on_round = lambda record, total: marks.append((record["phase"], now(), parts_now()))
     if where.type == "cuda":
         torch.cuda.reset_peak_memory_stats(where)
     reset_peak_rss()
