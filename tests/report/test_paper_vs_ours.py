@@ -1,5 +1,6 @@
 import copy
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -117,6 +118,8 @@ def test_paper_vs_ours_rows_and_summary(tmp_path, raw_params):
         _write(tmp_path, {**config, "method": "fedgp_b0.3", "hparams": {**config["hparams"], "beta": 0.3}}, 0.6, "b03")
     )
     table = paper_vs_ours(paths)
+    assert set(table["published_table"]) == {"fmnist_noise", "fmnist_filter_ablation"}  # Table 12 rows are shared
+    table = table[table["published_table"] == "fmnist_noise"].reset_index(drop=True)
     assert list(table["method"]) == ["fedgp", "fedgp_cosine"]  # β = 0.3 has no published number; rows by method
     flagged, faithful = table.iloc[0], table.iloc[1]
     assert faithful["published"] == 71.09 and faithful["ours_mean"] == pytest.approx(71.0) and faithful["n_seeds"] == 2
@@ -334,16 +337,74 @@ def test_average_ranks_are_domainbed_style_means_of_per_column_ranks():
     assert list(ranks.index) == ["y", "z", "x"]  # best average first (1.75, 1.83, 2.0)
 
 
-def test_largest_gaps_name_their_measured_cause(tmp_path, raw_params, monkeypatch):
+def _with_rounds(tmp_path, config, accuracies, name):
+    """A cell whose per-round accuracies are `accuracies` (two warm-up rounds first) and whose final is their
+    last value."""
+    path = _write(tmp_path, config, accuracies[-1], name)
+    payload = json.loads(Path(path).read_text())
+    phases = ["warmup", "warmup"] + ["fda"] * (len(accuracies) - 2)
+    payload["rounds"] = [
+        {"round": r, "phase": phase, "accuracy": value} for r, (phase, value) in enumerate(zip(phases, accuracies))
+    ]
+    Path(path).write_text(json.dumps(payload))
+    return path
+
+
+def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkeypatch):
+    from fdabench.paper.gaps import Reading
     from fdabench.report import paper_vs_ours as report
 
-    config = _config(raw_params, "paper_cpu", "fmnist_noise", "fedda")
-    far = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")
-    table = paper_vs_ours([_write(tmp_path, config, 0.50, "da"), _write(tmp_path, far, 0.60, "gp")])
-    monkeypatch.setitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedgp_0.5"), "lr_T halved: +3 points")
-    gaps = report.largest_gaps(table)
-    assert list(gaps["method"]) == ["fedgp_cosine", "fedda"]  # largest first; both more than 3 points off
-    assert list(gaps["cause"]) == ["lr_T halved: +3 points", "no cause measured yet"]
+    gp = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")  # published 71.09
+    half = _config(raw_params, "paper_cpu", "fmnist_noise_target_lr_half", "fedgp_cosine")
+    da = _config(raw_params, "paper_cpu", "fmnist_noise", "fedda")  # published 58.60
+    paths = [
+        # the best round after warm-up is 0.68 and 0.66 (the warm-up's 0.90 never counts); finals 0.60 and 0.64
+        _with_rounds(tmp_path, {**gp, "seed": 0}, [0.90, 0.50, 0.68, 0.60], "gp0"),
+        _with_rounds(tmp_path, {**gp, "seed": 1}, [0.90, 0.50, 0.66, 0.64], "gp1"),
+        _with_rounds(tmp_path, half, [0.30, 0.50, 0.70, 0.70], "half"),  # the variant comes within 3 points
+        _write(tmp_path, da, 0.50, "da"),
+    ]
+    table = paper_vs_ours(paths)
+    halved = Reading(("fmnist_noise_target_lr_half", "fmnist_noise_unrun"), "lr_T halved")
+    monkeypatch.setitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedgp_0.5"), halved)
+    monkeypatch.delitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedda_0.5"), raising=False)
+    gaps = report.largest_gaps(table[table["published_table"] == "fmnist_noise"]).set_index("method")
+    assert list(gaps.index) == ["fedgp_cosine", "fedda"]  # largest first (-9.09, -8.60): both more than 3 off
+    assert gaps.loc["fedgp_cosine", "cause"] == (
+        "seed sd 2.83 over 2 seeds; best round 67.00; fmnist_noise_target_lr_half [1] 70.00; "
+        "within 3 points: fmnist_noise_target_lr_half; not run yet: fmnist_noise_unrun. lr_T halved"
+    )
+    # one seed, no logged rounds, no variant and no reading: nothing was varied
+    assert gaps.loc["fedda", "cause"] == "no setting varied yet"
+    # a gap within one seed sd says so
+    spread = paper_vs_ours(
+        [_write(tmp_path, {**da, "seed": seed}, final, f"da{seed}") for seed, final in ((0, 0.50), (1, 0.60))]
+    )
+    cause = report.largest_gaps(spread[spread["published_table"] == "fmnist_noise"]).iloc[0]["cause"]
+    assert cause.startswith("seed sd 7.07 over 2 seeds (the gap is within one sd)")
+
+
+def test_a_table_12_cell_is_also_compared_with_the_ablation_rows_it_stands_for(tmp_path, raw_params):
+    from fdabench.paper.published import ALSO_PUBLISHED_IN
+
+    # the shared rows are the same published numbers, at every column both tables print
+    for key, others in ALSO_PUBLISHED_IN.items():
+        for other in others:
+            shared = [
+                (target, row)
+                for target, rows in PUBLISHED[other].items()
+                for row in rows
+                if row in PUBLISHED[key].get(target, {})
+            ]
+            assert shared
+            assert all(PUBLISHED[other][target][row] == PUBLISHED[key][target][row] for target, row in shared)
+    da = _config(raw_params, "paper_cpu", "fmnist_noise", "fedda")
+    table = paper_vs_ours([_write(tmp_path, da, 0.59, "da")]).set_index("published_table")
+    assert list(table.index) == ["fmnist_noise", "fmnist_filter_ablation"]
+    assert table.loc["fmnist_filter_ablation", "published"] == 58.60
+    assert table.loc["fmnist_filter_ablation", "changes"] == "" == table.loc["fmnist_noise", "changes"]
+    summary = paper_vs_ours_summary(table.reset_index()).set_index("published_table")
+    assert summary.loc["fmnist_filter_ablation", ["matched", "on_published_settings"]].tolist() == [1, 1]
 
 
 def test_the_readme_status_block_is_replaced_between_its_markers():
@@ -380,3 +441,14 @@ def test_the_readme_reproduction_status_is_the_committed_summary_rendered(repo_r
     readme = (repo_root / "README.md").read_text()
     block = readme.split(STATUS_BEGIN, 1)[1].split(STATUS_END, 1)[0].strip()
     assert block == status_table(summary, "paper_cpu")
+
+
+def test_every_gap_reading_names_a_published_row_and_variants_of_it_in_paper_cpu(raw_params):
+    from fdabench.paper.gaps import MEASURED_CAUSES
+
+    params = validate_params({**raw_params, "suite": "paper_cpu"})
+    for (table, target, key), reading in MEASURED_CAUSES.items():
+        assert key in PUBLISHED[table][target], (table, target, key)
+        for variant in reading.variants:
+            assert params.experiment(variant)["published"] == table, variant
+            assert target in params.targets(variant), (variant, target)

@@ -310,6 +310,19 @@ SOURCES = {
     "mnist_noniid": "weakly-supervised FDA paper Table 6",
 }
 
+# Published tables that print rows of another table's runs: the without-filter ablation's FedDA and FedGP rows are
+# Table 12's numbers at every noise level (a test checks it), so a cell of Table 12 is compared with both tables.
+ALSO_PUBLISHED_IN: dict[str, tuple[str, ...]] = {
+    "fmnist_noise": ("fmnist_filter_ablation",),
+    "cifar10_noise": ("cifar10_filter_ablation",),
+}
+
+
+def published_tables(key: str) -> tuple[str, ...]:
+    """The published tables a cell recorded under `key` is compared with: its own, then those sharing its rows."""
+    return (key, *ALSO_PUBLISHED_IN.get(key, ()))
+
+
 BETA_FAMILIES = ("fedda", "fedgp")
 # Algorithms whose cells stand for another published row: the thresholded auto rule is the published FedGP_Auto
 # of the FMNIST/CIFAR tables, and the warm-up-then-target run is the published Target Only of the non-iid code.

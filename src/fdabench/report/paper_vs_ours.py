@@ -16,7 +16,14 @@ import pandas as pd
 from fdabench.cell.result import read_cell
 from fdabench.paper.gaps import MEASURED_CAUSES
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
-from fdabench.paper.published import PUBLISHED, PUBLISHED_AVERAGES, SOURCES, method_key, published_value
+from fdabench.paper.published import (
+    PUBLISHED,
+    PUBLISHED_AVERAGES,
+    SOURCES,
+    method_key,
+    published_tables,
+    published_value,
+)
 from fdabench.report.tables import AVERAGE, html_page
 
 WITHIN_POINTS = 3.0  # "within 3 points" of the published number (seeds move FMNIST cells by about ±3)
@@ -32,6 +39,7 @@ COLUMNS = [
     "ours_std",
     "n_seeds",
     "difference",
+    "ours_best_round",
     "changes",
     "inferred",
 ]
@@ -49,39 +57,56 @@ SUMMARY_COLUMNS = [
 
 def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
-    seeds, in %), seeds, the difference ours − published, `changes`: where the runs' setting departs from the
-    published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
-    empty when none)."""
+    seeds, in %), seeds, the difference ours − published, the mean over seeds of each run's best round (the
+    statistic a reader may suspect behind a published number), `changes`: where the runs' setting departs from
+    the published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
+    empty when none). A cell is compared with every published table that prints its row (`published_tables`)."""
     rows = []
     for path in paths:
         cell = read_cell(path)
         config = cell["config"]
-        key = config.get("published")
-        value = published_value(key, config["target"], config) if key else None
-        if value is None:
-            continue
-        rows.append(
-            {
-                "published_table": key,
-                "experiment": config["experiment"],
-                "target": config["target"],
-                "method": config["method"],
-                "method_key": method_key(config),
-                "seed": config["seed"],
-                "ours": 100 * cell["final"],
-                "published": value,
-                "changes": "; ".join(changes_from_published(config, cell.get("model", {}).get("options"))),
-                "inferred": "; ".join(inferred_for(config)),
-            }
-        )
+        for key in published_tables(config["published"]) if config.get("published") else ():
+            value = published_value(key, config["target"], config)
+            if value is None:
+                continue
+            as_published = {**config, "published": key}
+            rows.append(
+                {
+                    "published_table": key,
+                    "experiment": config["experiment"],
+                    "target": config["target"],
+                    "method": config["method"],
+                    "method_key": method_key(config),
+                    "seed": config["seed"],
+                    "ours": 100 * cell["final"],
+                    "best_round": best_round(cell),
+                    "published": value,
+                    "changes": "; ".join(changes_from_published(as_published, cell.get("model", {}).get("options"))),
+                    "inferred": "; ".join(inferred_for(as_published)),
+                }
+            )
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     frame = pd.DataFrame(rows)
     frame = pd.concat([frame, _published_average_rows(frame)], ignore_index=True)
     keys = ["published_table", "experiment", "target", "method", "method_key", "published", "changes", "inferred"]
-    table = frame.groupby(keys, sort=False)["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    grouped = frame.groupby(keys, sort=False)
+    table = grouped["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    table["ours_best_round"] = grouped["best_round"].mean().to_numpy()
     table["difference"] = table["ours_mean"] - table["published"]
     return _in_published_order(table)[COLUMNS]
+
+
+def best_round(cell: dict) -> float:
+    """The best per-round value of the cell's metric after warm-up, in % (NaN when no round was logged)."""
+    metric, higher = cell.get("metric", "accuracy"), cell.get("higher_is_better", True)
+    logged = [record for record in cell.get("rounds", []) if metric in record]
+    after_warmup = [record[metric] for record in logged if record.get("phase") != "warmup"] or [
+        record[metric] for record in logged
+    ]
+    if not after_warmup:
+        return math.nan
+    return 100 * (max(after_warmup) if higher else min(after_warmup))
 
 
 def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
@@ -118,6 +143,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
                         "method_key": key,
                         "seed": seed,
                         "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(),
+                        "best_round": runs.loc[runs["target"].isin(targets), "best_round"].mean(),
                         "published": value,
                         "changes": changes,
                         "inferred": inferred,
@@ -160,16 +186,48 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def largest_gaps(table: pd.DataFrame, count: int = LARGEST_GAPS) -> pd.DataFrame:
     """Per published table, the `count` rows on the published record (no change flagged) furthest from their
-    published number and more than WITHIN_POINTS off, with the measured cause where one is recorded."""
+    published number and more than WITHIN_POINTS off, each with what its runs measured (`measured_cause`)."""
     ours = table[(table["changes"] == "") & (table["target"] != AVERAGE)].copy()
     ours["gap"] = ours["difference"].abs()
     ours = ours[ours["gap"] > WITHIN_POINTS].sort_values(["published_table", "gap"], ascending=[True, False])
     picked = ours.groupby("published_table", sort=False).head(count)
-    causes = [
-        MEASURED_CAUSES.get((row.published_table, row.target, row.method_key), "no cause measured yet")
-        for row in picked.itertuples()
-    ]
+    changes = _legend(table["changes"])
+    causes = [measured_cause(table, row, changes) for row in picked.itertuples()]
     return picked.assign(cause=causes)[["published_table", "target", "method", "difference", "cause"]]
+
+
+def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
+    """What the suite's runs measured about a gap, every number computed from its cells: the seeds' spread, the
+    best round instead of the final rounds, each marked variant of the same published row that ran (by
+    experiment, with its [k] change), whether any of them comes within WITHIN_POINTS of the published number,
+    then the recorded reading of those measurements (`fdabench.paper.gaps`), or that no setting was varied."""
+    variants = table[
+        (table["published_table"] == row.published_table)
+        & (table["target"] == row.target)
+        & (table["method_key"] == row.method_key)
+        & (table["changes"] != "")
+    ]
+    parts = []
+    if not math.isnan(row.ours_std):
+        within_sd = " (the gap is within one sd)" if abs(row.difference) <= row.ours_std else ""
+        parts.append(f"seed sd {row.ours_std:.2f} over {row.n_seeds} seeds{within_sd}")
+    reached = []
+    if not math.isnan(row.ours_best_round):
+        parts.append(f"best round {row.ours_best_round:.2f}")
+        reached.append(("the best round", abs(row.ours_best_round - row.published) <= WITHIN_POINTS))
+    for variant in variants.itertuples():
+        name = variant.experiment if variant.method == row.method else f"{variant.experiment}/{variant.method}"
+        parts.append(f"{name} [{changes.index(variant.changes) + 1}] {variant.ours_mean:.2f}")
+        reached.append((name, abs(variant.difference) <= WITHIN_POINTS))
+    if reached:
+        close = [name for name, within in reached if within]
+        parts.append(f"within 3 points: {', '.join(close)}" if close else "none of these is within 3 points")
+    reading = MEASURED_CAUSES.get((row.published_table, row.target, row.method_key))
+    missing = [name for name in (reading.variants if reading else ()) if name not in set(variants["experiment"])]
+    if missing:
+        parts.append(f"not run yet: {', '.join(missing)}")
+    text = reading.text if reading else ("" if not variants.empty else "no setting varied yet")
+    return ". ".join(piece for piece in ("; ".join(parts), text) if piece)
 
 
 def average_ranks(tidy: pd.DataFrame) -> pd.DataFrame:
