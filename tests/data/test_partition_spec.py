@@ -279,6 +279,61 @@ def test_label_split_assigns_consecutive_classes_of_one_seeded_cycle():
     assert [np.unique(labels[part]).tolist() for part in parts] == expected
 
 
+def test_niid_bench_assignment_gives_client_i_class_i_and_random_others():
+    labels = np.arange(120) % 10
+    for seed in range(20):
+        parts = _split_clients(labels, 9, "label3", np.random.default_rng(seed), "niid_bench")
+        held = [np.unique(labels[part]).tolist() for part in parts]
+        assert all(len(classes) == 3 and client in classes for client, classes in enumerate(held))
+        holders = {c: [client for client, classes in enumerate(held) if c in classes] for c in range(10)}
+        for label, owners in holders.items():  # each class split equally among its holders, in client order
+            sizes = [int(np.sum(labels[parts[owner]] == label)) for owner in owners]
+            assert sizes == [len(share) for share in np.array_split(np.arange(12), len(owners))] if owners else True
+        dealt = np.concatenate(parts)
+        assert len(set(dealt.tolist())) == len(dealt)  # no sample twice
+        # a class no client drew (possibly class 9: no client's own) goes to no client
+        assert sorted(set(labels[dealt].tolist())) == [c for c in range(10) if holders[c]]
+
+
+def test_niid_bench_assignment_can_leave_a_class_to_no_client_and_draws_others_uniformly():
+    labels = np.arange(40) % 4
+    parts = _split_clients(labels, 2, "label1", np.random.default_rng(0), "niid_bench")
+    assert [np.unique(labels[part]).tolist() for part in parts] == [[0], [1]]  # classes 2 and 3: nobody's
+    assert [len(part) for part in parts] == [10, 10]
+    every = _split_clients(labels, 3, "label4", np.random.default_rng(0), "niid_bench")
+    # every client holds all 4 classes; each class of 10 is split 4, 3, 3 in client order
+    assert [np.bincount(labels[part], minlength=4).tolist() for part in every] == [[4] * 4, [3] * 4, [3] * 4]
+    # client 0's one other class is uniform over classes 1-3 across seeds
+    drawn = [
+        sorted(set(labels[_split_clients(labels, 1, "label2", np.random.default_rng(seed), "niid_bench")[0]]) - {0})[0]
+        for seed in range(600)
+    ]
+    counts = np.bincount(drawn, minlength=4)
+    assert counts[0] == 0 and all(150 <= count <= 250 for count in counts[1:])
+
+
+def test_an_unknown_label_assignment_is_refused():
+    with pytest.raises(ValueError, match="^unknown label assignment 'random'; use cyclic or niid_bench$"):
+        _split_clients(np.arange(30) % 10, 3, "label2", np.random.default_rng(0), "random")
+
+
+@pytest.mark.parametrize("share", ["all", "iid", "split"])
+def test_feature_noise_deals_label_subset_sources_by_the_assignment_asked(share):
+    prepared = tiny({"train": 300, "test": 5}, classes=10)
+    options = {**NOISE, "target_share": share, "clients": 6, "split": "iid"}
+    labels = prepared.domains["train"].y
+
+    def held(assignment):
+        chosen = {**options, "label_assignment": assignment} if assignment else options
+        partition = get_partitioner("feature_noise").split(prepared, "noise0.4-label2", 0, chosen)
+        return [np.unique(labels[source.indices]).tolist() for source in partition.sources]
+
+    niid = held("niid_bench")
+    assert len(niid) == 5 and all(client in classes and len(classes) == 2 for client, classes in enumerate(niid))
+    cyclic = held(None)  # unset: the cyclic deal, as "cyclic" spelled out
+    assert cyclic == held("cyclic") != niid and all(len(classes) == 2 for classes in cyclic)
+
+
 @pytest.mark.parametrize(
     "split, message",
     [

@@ -377,10 +377,11 @@ _NOISE_TARGET = re.compile(r"^noise(?P<std>\d+(\.\d+)?)(-n(?P<labelled>\d+))?(-l
 _LABEL_SPLIT = re.compile(r"^label(?P<classes>\d+)$")
 
 
-def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.Generator) -> list[np.ndarray]:
-    """Indices of `labels` dealt to `clients`: "iid" (equal random shares) or "label<k>" (each client
-    holds k classes, assigned cyclically after a seeded relabelling, every class shared equally among the
-    clients that hold it)."""
+def _split_clients(
+    labels: np.ndarray, clients: int, split: str, rng: np.random.Generator, assignment: str = "cyclic"
+) -> list[np.ndarray]:
+    """Indices of `labels` dealt to `clients`: "iid" (equal random shares) or "label<k>" (each client holds k
+    classes, chosen by `_class_holders`; every class is shared equally among the clients that hold it)."""
     if split == "iid":
         return [np.sort(part) for part in np.array_split(rng.permutation(len(labels)), clients)]
     match = _LABEL_SPLIT.match(split)
@@ -390,11 +391,7 @@ def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.
     per_client = int(match["classes"])
     if not 0 < per_client <= len(classes):
         raise ValueError(f"{split}: need between 1 and {len(classes)} classes per client")
-    shuffled = rng.permutation(classes)
-    holders: dict[int, list[int]] = {int(c): [] for c in classes}
-    for client in range(clients):
-        for j in range(per_client):
-            holders[int(shuffled[(client * per_client + j) % len(classes)])].append(client)
+    holders = _class_holders(classes, clients, per_client, assignment, rng)
     parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
     for label, owners in holders.items():
         if not owners:
@@ -403,6 +400,31 @@ def _split_clients(labels: np.ndarray, clients: int, split: str, rng: np.random.
         for owner, share in zip(owners, np.array_split(members, len(owners))):
             parts[owner].append(share)
     return [np.sort(np.concatenate(p)) for p in parts]  # every client holds >= 1 class, so p is never empty
+
+
+def _class_holders(
+    classes: np.ndarray, clients: int, per_client: int, assignment: str, rng: np.random.Generator
+) -> dict[int, list[int]]:
+    """Which clients hold each class, in client order. "cyclic": the classes, relabelled by one seeded
+    permutation, are dealt around the cycle in windows of `per_client`, so the holders of any two classes
+    differ in number by at most one. "niid_bench" (NIID-Bench's noniid-#label<k>, as the FedGP code partitions
+    its label-subset sources): client i holds class i mod K and `per_client` - 1 other classes drawn uniformly
+    without replacement; a class no client drew is held by none, and its samples go to no client."""
+    holders: dict[int, list[int]] = {int(c): [] for c in classes}
+    if assignment == "niid_bench":
+        for client in range(clients):
+            own = classes[client % len(classes)]
+            others = rng.choice(classes[classes != own], size=per_client - 1, replace=False)
+            for label in [int(own), *others.tolist()]:
+                holders[label].append(client)
+        return holders
+    if assignment != "cyclic":
+        raise ValueError(f"unknown label assignment {assignment!r}; use cyclic or niid_bench")
+    shuffled = rng.permutation(classes)
+    for client in range(clients):
+        for j in range(per_client):
+            holders[int(shuffled[(client * per_client + j) % len(classes)])].append(client)
+    return holders
 
 
 @PARTITIONERS.register
@@ -426,6 +448,12 @@ class FeatureNoise(Partitioner):
             "pattern": "^(iid|label[0-9]+)$",
             "description": "iid or label<k> (k classes per client)",
             "default": "iid",
+        },
+        "label_assignment": {
+            "enum": ["cyclic", "niid_bench"],
+            "description": "with label<k>, which classes each client holds: cyclic (unset: classes dealt around a "
+            "seeded cycle, every class held by as many clients as any other, give or take one) or niid_bench "
+            "(NIID-Bench's noniid-#label<k>: client i holds class i mod K and k-1 random others)",
         },
         "target_share": {
             "enum": ["split", "iid", "all"],
@@ -469,16 +497,18 @@ class FeatureNoise(Partitioner):
         labels = np.asarray(prepared.domains["train"].y)
         split = f"label{match['classes']}" if match["classes"] else options["split"]
         share = options.get("target_share")  # absent: split (the schema's default)
+        assignment = options.get("label_assignment", "cyclic")
         if share == "iid":
             order = rng.permutation(len(labels))
             cut = len(labels) // options["clients"]
             target_part, remaining = order[:cut], np.sort(order[cut:])
-            parts = [remaining[part] for part in _split_clients(labels[remaining], options["clients"] - 1, split, rng)]
+            dealt = _split_clients(labels[remaining], options["clients"] - 1, split, rng, assignment)
+            parts = [remaining[part] for part in dealt]
         elif share == "all":
-            parts = _split_clients(labels, options["clients"] - 1, split, rng)
+            parts = _split_clients(labels, options["clients"] - 1, split, rng, assignment)
             target_part = rng.permutation(len(labels))
         else:
-            parts = _split_clients(labels, options["clients"], split, rng)
+            parts = _split_clients(labels, options["clients"], split, rng, assignment)
             target_part = rng.permutation(parts.pop())
         sources = [ClientIndices(f"client{index}", "train", part) for index, part in enumerate(parts)]
         wanted = int(match["labelled"]) if match["labelled"] else options["target_labelled"]

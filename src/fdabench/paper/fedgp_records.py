@@ -160,20 +160,32 @@ def _noise_protocol(citation: str) -> Protocol:
 _CIFAR_PARTITION = {
     "clients": 10,
     "split": "label4",
+    "label_assignment": "niid_bench",
     "target_share": "split",
     "target_labelled": 0.1,
     "target_test": "rest",
     "noise_mode": "redraw",
 }
+_NIID_BENCH_LABELS = (
+    "noniid_utils.py:369-394 (noniid-#label<k>: party i holds class i mod 10 and k - 1 other classes drawn with "
+    "random.randint; each class's shuffled samples np.array_split among its holders)"
+)
+_NIID_BENCH_DRAW = (
+    "the code draws each party's k - 1 random classes once, at its train seed 8 (Python's random module); fdabench "
+    "draws them with the cell's seed, so each seed is another draw of the same scheme (a class no party draws is "
+    "held by none, as in the code)"
+)
 _CIFAR_DATA_SOURCES = {
     **_NOISE_DATA_SOURCES,
     "dataset": code("scripts/noniid_exp/run_fedgp_0.5.sh:22 (--dataset cifar10)"),
     "dataset_options": code("noniid_utils.py:97-110 (the standard 50,000/10,000 split, no options)"),
     "partition.split": code("scripts/noniid_exp/run_fedgp_0.5.sh:22 (--partition noniid-#label4), noniid_utils.py:351"),
+    "partition.label_assignment": code(_NIID_BENCH_LABELS),
     "partition.target_labelled": code("main_noniid.py:401-403 (10% of the target's partition)"),
     "partition.target_test": paper("Appendix C.7: the target is tested on the rest of its partition"),
 }
 _CIFAR_NOTES = (
+    _NIID_BENCH_DRAW,
     "main_noniid.py cannot build the '#label4' partition as released (an indentation bug leaves train_ds "
     "undefined), so the fixed-β CIFAR-10 rows came from another version of the code",
     *_NOISE_NOTES,
@@ -209,7 +221,7 @@ def _source_labels_protocol() -> Protocol:
         dataset="fashion_mnist",
         dataset_options={},
         partitioner="feature_noise",
-        partition={**_NOISE_PARTITION, "target_share": "all"},
+        partition={**_NOISE_PARTITION, "target_share": "all", "label_assignment": "niid_bench"},
         train=_FMNIST_TRAIN,
         rows=table,
         provenance={
@@ -222,6 +234,7 @@ def _source_labels_protocol() -> Protocol:
                 "main_noniid_source.py:453-454 (the sources split all of train), :498-507 (the target draws its "
                 "labelled samples from all of train)"
             ),
+            "partition.label_assignment": _source_labels(_NIID_BENCH_LABELS),
             "partition.target_labelled": _source_labels("main_noniid_source.py:410, :498-507 (--n_target_samples 100)"),
             "partition.target_test": _source_labels("main_noniid_source.py:515 (the noisy test set)"),
             **train_block_sources(
@@ -242,9 +255,7 @@ def _source_labels_protocol() -> Protocol:
             ),
         },
         notes=(
-            "NIID-Bench's noniid-#label<k> gives party i class i mod 10 and k - 1 random others; fdabench's label<k> "
-            "deals the classes cyclically after a seeded relabelling, so every class is held by the same number of "
-            "sources: both give every source k classes",
+            _NIID_BENCH_DRAW,
             "the target draws from the whole training set, which the sources also split: its 100 labelled images are "
             "noisy copies of images some source holds (as in the code)",
             *_NOISE_NOTES,
