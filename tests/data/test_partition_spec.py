@@ -14,6 +14,7 @@ from fdabench.data.base import DomainArrays
 from fdabench.data.partition import (
     PARTITIONERS,
     ClientIndices,
+    _class_holders,
     _fraction_or_count,
     _split_clients,
     flamby_split,
@@ -310,6 +311,13 @@ def test_niid_bench_assignment_can_leave_a_class_to_no_client_and_draws_others_u
     ]
     counts = np.bincount(drawn, minlength=4)
     assert counts[0] == 0 and all(150 <= count <= 250 for count in counts[1:])
+
+
+def test_cyclic_holders_take_consecutive_windows_of_one_seeded_cycle():
+    holders = _class_holders(np.arange(10), 4, 3, "cyclic", np.random.default_rng(0))
+    cycle = np.random.default_rng(0).permutation(10).tolist()
+    windows = [[cycle[(3 * client + j) % 10] for j in range(3)] for client in range(4)]
+    assert holders == {c: [client for client in range(4) if c in windows[client]] for c in range(10)}
 
 
 def test_an_unknown_label_assignment_is_refused():
