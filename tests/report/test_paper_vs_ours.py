@@ -368,6 +368,9 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
     halved = Reading(("fmnist_noise_target_lr_half", "fmnist_noise_unrun"), "lr_T halved")
     monkeypatch.setitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedgp_0.5"), halved)
     monkeypatch.delitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "fedda_0.5"), raising=False)
+    # the ablation shares Table 12's FedGP row, and with it the row's reading and variants
+    shared = report.largest_gaps(table[table["published_table"] == "fmnist_filter_ablation"]).set_index("method")
+    assert shared.loc["fedgp_cosine", "cause"].endswith("; not run yet: fmnist_noise_unrun. lr_T halved")
     gaps = report.largest_gaps(table[table["published_table"] == "fmnist_noise"]).set_index("method")
     assert list(gaps.index) == ["fedgp_cosine", "fedda"]  # largest first (-9.09, -8.60): both more than 3 off
     assert gaps.loc["fedgp_cosine", "cause"] == (
@@ -452,3 +455,18 @@ def test_every_gap_reading_names_a_published_row_and_variants_of_it_in_paper_cpu
         for variant in reading.variants:
             assert params.experiment(variant)["published"] == table, variant
             assert target in params.targets(variant), (variant, target)
+
+
+def test_published_tables_come_in_the_papers_order_whatever_the_order_of_the_cells(tmp_path, raw_params):
+    unfiltered = _config(raw_params, "paper_cpu", "fmnist_filter_ablation", "fedgp_cosine_unfiltered")
+    heart = _config(raw_params, "paper_cpu", "fed_heart", "fedda")
+    da = _config(raw_params, "paper_cpu", "fmnist_noise", "fedda")
+    paths = [
+        _write(tmp_path, unfiltered, 0.68, "w"),
+        _write(tmp_path, heart, 0.7, "h"),
+        _write(tmp_path, da, 0.59, "d"),
+    ]
+    table = paper_vs_ours(paths)
+    tables = list(dict.fromkeys(table["published_table"]))
+    assert tables == ["fmnist_noise", "fed_heart", "fmnist_filter_ablation"]  # as SOURCES lists them
+    assert list(paper_vs_ours_summary(table)["published_table"]) == tables

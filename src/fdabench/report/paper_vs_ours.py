@@ -17,6 +17,7 @@ from fdabench.cell.result import read_cell
 from fdabench.paper.gaps import MEASURED_CAUSES
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import (
+    ALSO_PUBLISHED_IN,
     PUBLISHED,
     PUBLISHED_AVERAGES,
     SOURCES,
@@ -110,8 +111,11 @@ def best_round(cell: dict) -> float:
 
 
 def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows by published table (first seen), target (the published table's column order, Avg last), method."""
-    tables = list(dict.fromkeys(table["published_table"]))
+    """Rows by published table (in the order `SOURCES` lists them, unknown ones last as first seen), target (the
+    published table's column order, Avg last), method."""
+    seen = list(dict.fromkeys(table["published_table"]))
+    order = list(SOURCES)
+    tables = sorted(seen, key=lambda key: (order.index(key), 0) if key in order else (len(order), seen.index(key)))
     target_order = {
         (key, target): position for key in tables for position, target in enumerate([*PUBLISHED.get(key, {}), AVERAGE])
     }
@@ -222,7 +226,16 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     if reached:
         close = [name for name, within in reached if within]
         parts.append(f"within 3 points: {', '.join(close)}" if close else "none of these is within 3 points")
-    reading = MEASURED_CAUSES.get((row.published_table, row.target, row.method_key))
+    # a row another table shares (ALSO_PUBLISHED_IN) has that table's reading
+    tables = [row.published_table, *(key for key, shared in ALSO_PUBLISHED_IN.items() if row.published_table in shared)]
+    reading = next(
+        (
+            MEASURED_CAUSES[cause]
+            for cause in ((key, row.target, row.method_key) for key in tables)
+            if cause in MEASURED_CAUSES
+        ),
+        None,
+    )
     missing = [name for name in (reading.variants if reading else ()) if name not in set(variants["experiment"])]
     if missing:
         parts.append(f"not run yet: {', '.join(missing)}")
