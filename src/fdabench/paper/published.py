@@ -323,6 +323,11 @@ def published_tables(key: str) -> tuple[str, ...]:
     return (key, *ALSO_PUBLISHED_IN.get(key, ()))
 
 
+def row_tables(key: str) -> tuple[str, ...]:
+    """The published tables whose runs a row of `key` may be: its own, then the tables whose rows it prints."""
+    return (key, *(origin for origin, shared in ALSO_PUBLISHED_IN.items() if key in shared))
+
+
 BETA_FAMILIES = ("fedda", "fedgp")
 # Algorithms whose cells stand for another published row: the thresholded auto rule is the published FedGP_Auto
 # of the FMNIST/CIFAR tables, and the warm-up-then-target run is the published Target Only of the non-iid code.

@@ -17,13 +17,13 @@ from fdabench.cell.result import read_cell
 from fdabench.paper.gaps import MEASURED_CAUSES
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import (
-    ALSO_PUBLISHED_IN,
     PUBLISHED,
     PUBLISHED_AVERAGES,
     SOURCES,
     method_key,
     published_tables,
     published_value,
+    row_tables,
 )
 from fdabench.report.tables import AVERAGE, html_page
 
@@ -227,15 +227,8 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
         close = [name for name, within in reached if within]
         parts.append(f"within 3 points: {', '.join(close)}" if close else "none of these is within 3 points")
     # a row another table shares (ALSO_PUBLISHED_IN) has that table's reading
-    tables = [row.published_table, *(key for key, shared in ALSO_PUBLISHED_IN.items() if row.published_table in shared)]
-    reading = next(
-        (
-            MEASURED_CAUSES[cause]
-            for cause in ((key, row.target, row.method_key) for key in tables)
-            if cause in MEASURED_CAUSES
-        ),
-        None,
-    )
+    causes = [(key, row.target, row.method_key) for key in row_tables(row.published_table)]
+    reading = next((MEASURED_CAUSES[cause] for cause in causes if cause in MEASURED_CAUSES), None)
     missing = [name for name in (reading.variants if reading else ()) if name not in set(variants["experiment"])]
     if missing:
         parts.append(f"not run yet: {', '.join(missing)}")
