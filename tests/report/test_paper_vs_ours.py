@@ -387,6 +387,28 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
     assert cause.startswith("seed sd 7.07 over 2 seeds (the gap is within one sd)")
 
 
+def test_every_gap_has_its_measured_cause_in_the_csv_not_only_the_largest(tmp_path, raw_params):
+    from fdabench.report import paper_vs_ours as report
+
+    finals = {"source_only": 0.30, "fedda": 0.50, "fedgp_cosine": 0.60, "fedda_auto": 0.65}  # all > 3 points off
+    paths = [
+        _write(tmp_path, _config(raw_params, "paper_cpu", "fmnist_noise", method), final, method)
+        for method, final in finals.items()
+    ]
+    paths.append(_write(tmp_path, _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_auto_threshold"), 0.71, "a"))
+    paths.append(_write(tmp_path, _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp"), 0.40, "flagged"))
+    table = paper_vs_ours(paths)
+    table = table[table["published_table"] == "fmnist_noise"]
+    causes = report.with_gap_causes(table).set_index("method")["measured_cause"]
+    assert set(causes[causes != ""].index) == set(finals)  # within 3 points and [k]-marked rows have none
+    assert causes["fedda"] == "no setting varied yet"
+    largest = report.largest_gaps(table)
+    assert len(largest) == report.LARGEST_GAPS < len(finals)
+    assert all(causes[row.method] == row.cause for row in largest.itertuples())
+    markdown = report.paper_vs_ours_markdown(table)
+    assert report.EVERY_GAP_NOTE in markdown and "source_only" in markdown
+
+
 def test_a_table_12_cell_is_also_compared_with_the_ablation_rows_it_stands_for(tmp_path, raw_params):
     from fdabench.paper.published import ALSO_PUBLISHED_IN
 

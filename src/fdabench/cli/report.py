@@ -92,7 +92,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     table = report.paper_vs_ours(args.cells)
     ranks = report.average_ranks(report.suite_means(args.cells))
-    write_text_atomic(args.csv, table.to_csv(index=False, float_format="%.4g"))
+    write_text_atomic(args.csv, report.with_gap_causes(table).to_csv(index=False, float_format="%.4g"))
     write_text_atomic(args.md, report.paper_vs_ours_markdown(table, ranks))
     if args.html:
         write_text_atomic(args.html, report.paper_vs_ours_html(table, ranks))
