@@ -134,3 +134,12 @@ def test_table_14_and_the_filter_ablation_are_recorded():
         "fedgp_0.5_unfiltered": 69.51,
         "fedgp_0.5": 71.09,
     }
+
+
+@pytest.mark.parametrize("key", ["fmnist_noise", "cifar10_noise", "fmnist_source_labels"])
+def test_which_layers_finetune_offline_trains_is_inferred(key):
+    # run_finetune_offline.sh runs every column with and without --freeze; the tables print one row
+    protocol = PROTOCOLS[key]
+    source = settings_provenance(protocol, protocol.rows["finetune_offline"])["hparams.head_only"]
+    assert source.kind == "inferred" and "--freeze" in source.where
+    assert inferred_settings(protocol, protocol.rows["finetune_offline"])[0].startswith("hparams.head_only = False")

@@ -80,8 +80,18 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
             code(
                 "main_noniid_finetune_offline.py: 50 target epochs from the FedAvg checkpoint (run_finetune_offline.sh)"
             ),
+            provenance={"hparams.head_only": _FINETUNE_LAYERS},
         ),
     }
+
+
+# run_finetune_offline.sh (9b74449) runs every column twice; the tables print one Finetune_Offline row
+_FINETUNE_LAYERS = inferred(
+    "scripts/noniid_exp/run_finetune_offline.sh runs each column twice, fine-tuning every layer and, with --freeze "
+    "(main_noniid_finetune_offline.py:399-404), only fc3; the tables print one row and no text says which: the "
+    "record takes every layer, the name's plain meaning (the frozen run is the marked variant "
+    "fmnist_noise_finetune_frozen)"
+)
 
 
 _NOISE_NOTES = (
