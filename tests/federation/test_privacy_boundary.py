@@ -202,6 +202,9 @@ def test_finetune_offline_sends_source_updates_then_nothing(problem, monkeypatch
         assert updates.untyped_storage().data_ptr() not in data and counts.untyped_storage().data_ptr() not in data
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (SOURCES * (4 * m + 8), SOURCES * 4 * m)
     assert all(r["bytes_uplink"] == r["bytes_downlink"] == 0 for r in history["rounds"] if r["phase"] == "finetune")
+    # the fine-tuning epochs are numbered after the warm-up and FedAvg rounds, never again from `rounds`
+    expected = SETTINGS.warmup_rounds + SETTINGS.rounds + SETTINGS.rounds * SETTINGS.target_local_epochs
+    assert SETTINGS.warmup_rounds > 0 and [r["round"] for r in history["rounds"]] == list(range(expected))
 
 
 def test_every_shipped_method_is_checked():

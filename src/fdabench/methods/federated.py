@@ -71,7 +71,8 @@ class FinetuneOffline(Method):
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         epochs = self.finetune_epochs(settings)
-        total_rounds = settings.rounds + epochs
+        fedavg_rounds = (settings.warmup_rounds if SourceOnly.warmup else 0) + settings.rounds
+        total_rounds = fedavg_rounds + epochs
         progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))
         model = build_cell_model(problem, settings, seed, device)
         history = run_rounds(
@@ -104,7 +105,7 @@ class FinetuneOffline(Method):
             space.set(params)
             metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
             record = round_record(
-                settings.rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started
+                fedavg_rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started
             )
             history["rounds"].append(record)
             if progress is not None:
