@@ -89,7 +89,7 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
 _FINETUNE_LAYERS = inferred(
     "scripts/noniid_exp/run_finetune_offline.sh runs each column twice, fine-tuning every layer and, with --freeze "
     "(main_noniid_finetune_offline.py:399-404), only fc3; the tables print one row and no text says which: the "
-    "record takes every layer, the name's plain meaning (the frozen run is the marked variant "
+    "record takes every layer, the name's plain meaning (Table 12's frozen run at noise 0.4 is the marked variant "
     "fmnist_noise_finetune_frozen)"
 )
 
