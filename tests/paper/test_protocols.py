@@ -143,3 +143,14 @@ def test_which_layers_finetune_offline_trains_is_inferred(key):
     source = settings_provenance(protocol, protocol.rows["finetune_offline"])["hparams.head_only"]
     assert source.kind == "inferred" and "--freeze" in source.where
     assert inferred_settings(protocol, protocol.rows["finetune_offline"])[0].startswith("hparams.head_only = False")
+
+
+def test_table_14s_oracle_row_is_the_homo_partition_run_of_run_oracle_sh():
+    labels, noise = PROTOCOLS["fmnist_source_labels"], PROTOCOLS["fmnist_noise"]
+    assert published_settings(labels, labels.rows["oracle"])["partition"] == {
+        **noise.partition,
+        "label_assignment": None,
+    }
+    provenance = settings_provenance(labels, labels.rows["oracle"])
+    assert provenance["partition.target_share"].kind == "code"
+    assert "run_oracle.sh" in provenance["partition.target_share"].where

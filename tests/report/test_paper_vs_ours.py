@@ -492,3 +492,28 @@ def test_published_tables_come_in_the_papers_order_whatever_the_order_of_the_cel
     tables = list(dict.fromkeys(table["published_table"]))
     assert tables == ["fmnist_noise", "fed_heart", "fmnist_filter_ablation"]  # as SOURCES lists them
     assert list(paper_vs_ours_summary(table)["published_table"]) == tables
+
+
+def test_paper_cpu_runs_every_published_row_of_tables_14_17_and_the_filter_ablation(tmp_path, raw_params):
+    """One seed-0 file per cell of the suite, compared with the published tables: every row of Table 14, Table 17
+    and the without-filter ablation (its FedDA and FedGP rows at every noise level included) has a cell."""
+    paths = [
+        _write(tmp_path, copy.deepcopy(cell.config), 0.5, f"c{index}")
+        for index, cell in enumerate(_cells(raw_params, "paper_cpu"))
+        if cell.config["published"] in ("fmnist_noise", "fmnist_source_labels", "fed_heart", "fmnist_filter_ablation")
+    ]
+    summary = paper_vs_ours_summary(paper_vs_ours(paths)).set_index("published_table")
+    for table in ("fmnist_source_labels", "fed_heart", "fmnist_filter_ablation"):
+        published_rows = sum(len(rows) for rows in PUBLISHED[table].values())
+        assert summary.loc[table, ["published_rows", "matched"]].tolist() == [published_rows] * 2, table
+
+
+def test_table_14s_oracle_is_table_12s_oracle_run_compared_in_each_of_its_columns(tmp_path, raw_params):
+    oracle = _config(raw_params, "paper_cpu", "fmnist_noise_oracle", "oracle")
+    table = paper_vs_ours([_write(tmp_path, oracle, 0.80, "oracle")])
+    assert list(zip(table["published_table"], table["target"])) == [
+        ("fmnist_noise", "noise0.4"),
+        *(("fmnist_source_labels", f"noise0.4-label{labels}") for labels in (9, 7, 3, 5)),
+    ]
+    assert table["published"].tolist() == [81.20] * 5
+    assert (table["changes"] == "").all() and (table["inferred"] == "").all()  # Table 12's partition, from the code

@@ -318,6 +318,21 @@ ALSO_PUBLISHED_IN: dict[str, tuple[str, ...]] = {
 }
 
 
+# Published rows another table prints again in its own columns: Table 14's Oracle, 81.2 in each of its four
+# columns, is Table 12's noise-0.4 Oracle (the one oracle run of its code: fdabench.paper.fedgp_records).
+COPIED_ROWS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {
+    ("fmnist_noise", "noise0.4", "oracle"): tuple(
+        ("fmnist_source_labels", f"noise0.4-label{labels}") for labels in (9, 7, 3, 5)
+    ),
+}
+
+
+def published_columns(key: str, target: str, row: str) -> tuple[tuple[str, str], ...]:
+    """The (published table, column) pairs a cell of table `key`, column `target` and row `row` is compared
+    with: its own column in its table and in the tables sharing its rows, then the columns printing it again."""
+    return (*((table, target) for table in published_tables(key)), *COPIED_ROWS.get((key, target, row), ()))
+
+
 def published_tables(key: str) -> tuple[str, ...]:
     """The published tables a cell recorded under `key` is compared with: its own, then those sharing its rows."""
     return (key, *ALSO_PUBLISHED_IN.get(key, ()))

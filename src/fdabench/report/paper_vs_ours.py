@@ -21,7 +21,7 @@ from fdabench.paper.published import (
     PUBLISHED_AVERAGES,
     SOURCES,
     method_key,
-    published_tables,
+    published_columns,
     published_value,
     row_tables,
 )
@@ -61,13 +61,16 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     seeds, in %), seeds, the difference ours − published, the mean over seeds of each run's best round (the
     statistic a reader may suspect behind a published number), `changes`: where the runs' setting departs from
     the published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
-    empty when none). A cell is compared with every published table that prints its row (`published_tables`)."""
+    empty when none). A cell is compared with every published column that prints its row
+    (`published_columns`)."""
     rows = []
     for path in paths:
         cell = read_cell(path)
         config = cell["config"]
-        for key in published_tables(config["published"]) if config.get("published") else ():
-            value = published_value(key, config["target"], config)
+        if not config.get("published"):
+            continue
+        for key, target in published_columns(config["published"], config["target"], method_key(config)):
+            value = published_value(key, target, config)
             if value is None:
                 continue
             as_published = {**config, "published": key}
@@ -75,7 +78,7 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
                 {
                     "published_table": key,
                     "experiment": config["experiment"],
-                    "target": config["target"],
+                    "target": target,
                     "method": config["method"],
                     "method_key": method_key(config),
                     "seed": config["seed"],
