@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fdabench.federation.rounds import round_budget
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import TINY_TRAIN
@@ -17,6 +18,15 @@ def problem(digits_problem):
 
 def _run(name, problem, seed=0, **hparams):
     return get_method(name, hparams).run(problem, TrainSettings.from_dict(SETTINGS), seed, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("name", "has_sources", "budget"),
+    [("fedgp", True, (2, 6)), ("fedgp", False, (0, 4)), ("target_only", True, (0, 4)), ("source_only", True, (2, 6))],
+)
+def test_round_budget_warms_up_only_a_method_that_asks_with_sources_to_average(name, has_sources, budget):
+    settings = TrainSettings.from_dict({**SETTINGS, "rounds": 4})
+    assert round_budget(get_method(name), settings, has_sources) == budget
 
 
 def test_message_bytes(problem):

@@ -52,6 +52,13 @@ def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSetting
     )
 
 
+def round_budget(method: RoundRules, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
+    """(warm-up rounds, all rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them and a
+    problem with sources to average, then `settings.rounds`."""
+    warmup_rounds = settings.warmup_rounds if (method.warmup and has_sources) else 0
+    return warmup_rounds, warmup_rounds + settings.rounds
+
+
 def run_rounds(
     method: RoundRules,
     problem: FederatedProblem,
@@ -89,8 +96,7 @@ def run_rounds(
         clients = sites_hook(clients)
     source_names, source_counts = clients.source_names, clients.source_counts
     fda_settings = method.fda_settings(settings)
-    warmup_rounds = settings.warmup_rounds if (method.warmup and source_names) else 0
-    total_rounds = warmup_rounds + settings.rounds
+    warmup_rounds, total_rounds = round_budget(method, settings, bool(source_names))
     velocity = None  # server momentum buffer
     generators = clients.random_streams()
     records: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ from fdabench.federation.client import LocalSettings, Proximal, evaluate, loss_f
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.records import round_record
-from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
+from fdabench.federation.rounds import build_cell_model, local_settings, round_budget, run_rounds
 from fdabench.federation.sites import client_generator
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
@@ -71,7 +71,7 @@ class FinetuneOffline(Method):
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
         epochs = self.finetune_epochs(settings)
-        fedavg_rounds = (settings.warmup_rounds if SourceOnly.warmup else 0) + settings.rounds
+        _, fedavg_rounds = round_budget(SourceOnly(), settings, bool(problem.sources))
         total_rounds = fedavg_rounds + epochs
         progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))
         model = build_cell_model(problem, settings, seed, device)
