@@ -1,0 +1,105 @@
+"""The CUDA paths, on a machine with a GPU (`pytest -m gpu`; skipped without CUDA): a cell trains there with its
+data on the device, reruns bit for bit, and the aggregation math and the auto-weighting estimators give the CPU's
+numbers up to float rounding."""
+
+import json
+
+import pytest
+import torch
+
+from fdabench.cli import main
+from fdabench.config import load_params
+from fdabench.core.io import canonical_json
+from fdabench.federation.problem import build_problem
+from fdabench.tensor_math.aggregation import auto_weights, fedavg, fedda, fedgp
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+@pytest.fixture(scope="module")
+def cell_inputs(tmp_path_factory, repo_root):
+    root = tmp_path_factory.mktemp("cuda")
+    prepared = root / "colored_digits"
+    assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
+    partition = root / "partition.json"
+    options = ["--target=-90", "--seed", "0", "--options", '{"target_labelled": 48}']
+    assert main(["partition", "--prepared", str(prepared), *options, "--output", str(partition)]) == 0
+    params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": 4}}}})
+    return root, prepared, partition, params
+
+
+def _train(cell_inputs, method, device, name):
+    root, prepared, partition, params = cell_inputs
+    config = params.cell("colored_digits", method, "-90", 0).config
+    output = root / name
+    args = ["train", "--cell", canonical_json(config), "--prepared", str(prepared), "--partition", str(partition)]
+    assert main([*args, "--device", device, "--output", str(output)]) == 0
+    return json.loads(output.read_text())
+
+
+@pytest.mark.parametrize("method", ["fedgp", "fedgp_auto", "fedda"])
+def test_a_cell_trains_on_the_gpu_and_reruns_bit_for_bit(cell_inputs, method):
+    first = _train(cell_inputs, method, "cuda", f"{method}_a.json")
+    again = _train(cell_inputs, method, "cuda", f"{method}_b.json")
+    on_cpu = _train(cell_inputs, method, "cpu", f"{method}_cpu.json")
+    assert first["device"].startswith("cuda") and on_cpu["device"] == "cpu"
+    numbers = lambda cell: [(r["accuracy"], r["loss"]) for r in cell["rounds"]]
+    assert numbers(first) == numbers(again)
+    # the same protocol on the other device: same rounds and messages, accuracy of the same order
+    assert [r["phase"] for r in first["rounds"]] == [r["phase"] for r in on_cpu["rounds"]]
+    assert first["bytes"] == on_cpu["bytes"]
+    assert abs(first["final"] - on_cpu["final"]) < 0.15
+
+
+def test_the_problem_keeps_its_tensors_on_the_gpu(colored_digits):
+    from fdabench.data import get_partitioner
+
+    partition = get_partitioner("leave_one_domain_out").split(
+        colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48}
+    )
+    problem = build_problem(colored_digits, partition, "cuda")
+    assert problem.target_labelled.x.is_cuda and problem.target_labelled.y.is_cuda
+    assert problem.target_test.x.is_cuda
+
+
+def _updates(device):
+    generator = torch.Generator().manual_seed(0)
+    sources = torch.randn(4, 10_000, generator=generator, dtype=torch.float64)
+    target = torch.randn(10_000, generator=generator, dtype=torch.float64)
+    return sources.to(device), target.to(device)
+
+
+def test_aggregation_rules_give_the_cpus_numbers():
+    cpu_sources, cpu_target = _updates("cpu")
+    sources, target = _updates("cuda")
+    weights = [1.0, 2.0, 3.0, 4.0]
+    pairs = [
+        (fedavg(sources, weights), fedavg(cpu_sources, weights)),
+        (fedda(target, sources, 0.5, weights), fedda(cpu_target, cpu_sources, 0.5, weights)),
+        (fedgp(target, sources, 0.5, weights), fedgp(cpu_target, cpu_sources, 0.5, weights)),
+        (
+            fedgp(target, sources, 0.5, weights, mode="cosine_scaled", layer_sizes=[4_000, 6_000]),
+            fedgp(cpu_target, cpu_sources, 0.5, weights, mode="cosine_scaled", layer_sizes=[4_000, 6_000]),
+        ),
+    ]
+    for on_gpu, on_cpu in pairs:
+        assert on_gpu.is_cuda
+        torch.testing.assert_close(on_gpu.cpu(), on_cpu, rtol=1e-9, atol=1e-12)
+
+
+def test_auto_weights_give_the_cpus_estimates():
+    generator = torch.Generator().manual_seed(1)
+    steps = torch.randn(16, 1_000, generator=generator, dtype=torch.float64)
+    sources = torch.randn(3, 1_000, generator=generator, dtype=torch.float64)
+    for rule in ("fedda", "fedgp"):
+        cpu_betas, on_cpu = auto_weights(steps, sources, rule)
+        gpu_betas, on_gpu = auto_weights(steps.cuda(), sources.cuda(), rule)
+        torch.testing.assert_close(gpu_betas.cpu(), cpu_betas, rtol=1e-9, atol=1e-12)
+        assert on_cpu.keys() == on_gpu.keys()
+        for key in on_cpu:
+            torch.testing.assert_close(
+                torch.as_tensor(on_gpu[key]).cpu(), torch.as_tensor(on_cpu[key]), rtol=1e-9, atol=1e-12
+            )
