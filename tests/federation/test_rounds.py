@@ -85,6 +85,19 @@ def test_same_seed_same_numbers_other_seed_other_numbers(problem):
     assert [r["loss"] for r in first] != [r["loss"] for r in other]
 
 
+@pytest.mark.parametrize("name", ["source_only", "fedda", "fedgp"])
+def test_a_shorter_run_is_the_first_rounds_of_a_longer_one(problem, name):
+    """Nothing in a round depends on the round budget, so a run with fewer `rounds` is, bit for bit, the first
+    rounds of a longer run: the longer-run gap measurements (paper_cpu's `*_rounds70`) extend the published run."""
+    short = get_method(name).run(problem, TrainSettings.from_dict({**SETTINGS, "rounds": 2}), 5, torch.device("cpu"))
+    long = get_method(name).run(problem, TrainSettings.from_dict({**SETTINGS, "rounds": 4}), 5, torch.device("cpu"))
+    drop = ("seconds",)
+    assert len(short["rounds"]) == 4 and len(long["rounds"]) == 6
+    assert [{k: v for k, v in r.items() if k not in drop} for r in short["rounds"]] == [
+        {k: v for k, v in r.items() if k not in drop} for r in long["rounds"][:4]
+    ]
+
+
 def test_oracle_trains_on_all_target_training_samples(problem):
     assert len(problem.target_all()) == len(problem.target_labelled) + len(problem.target_unlabelled)
     assert torch.equal(problem.target_all().y[: len(problem.target_labelled)], problem.target_labelled.y)
