@@ -1,5 +1,6 @@
 import copy
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -385,6 +386,37 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
     )
     cause = report.largest_gaps(spread[spread["published_table"] == "fmnist_noise"]).iloc[0]["cause"]
     assert cause.startswith("seed sd 7.07 over 2 seeds (the gap is within one sd)")
+
+
+def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, monkeypatch):
+    from fdabench.report import paper_vs_ours as report
+
+    source_only = _config(raw_params, "paper_cpu", "fmnist_noise", "source_only")  # published 18.55
+    decaying = [0.5, 0.6] + [0.70 - 0.02 * r for r in range(14)]  # 2 warm-up rounds, then 14 decaying ones
+    paths = []
+    for seed, shift in ((0, 0.0), (1, 0.02)):
+        accuracies = [value + shift for value in decaying]
+        path = _with_rounds(tmp_path, {**source_only, "seed": seed}, accuracies, f"so{seed}")
+        payload = json.loads(Path(path).read_text())
+        payload.update(final_rounds=2, final=sum(accuracies[-2:]) / 2)  # the mean of its last 2 rounds
+        Path(path).write_text(json.dumps(payload))
+        paths.append(path)
+    row = paper_vs_ours(paths).set_index("published_table").loc["fmnist_noise"]
+    # FDA rounds 2-3 (0.66, 0.64) end 10 rounds before the last; the second seed adds 0.02, so 0.01 on the mean
+    assert row["ours_fewer_rounds"] == pytest.approx(100 * (0.65 + 0.01))
+    assert row["ours_mean"] == pytest.approx(100 * (0.45 + 0.01))
+    monkeypatch.delitem(report.MEASURED_CAUSES, ("fmnist_noise", "noise0.4", "source_only"), raising=False)
+    cause = report.largest_gaps(paper_vs_ours(paths)).iloc[0]["cause"]
+    assert "; 10 rounds fewer 66.00; none of these is within 3 points" in cause
+    # no reading where the final is not the mean of its last rounds, rounds are not the round loop's, or too few
+    payload = json.loads(Path(paths[0]).read_text())
+    assert report.fewer_rounds_final(payload) == pytest.approx(65.0)
+    assert math.isnan(report.fewer_rounds_final({**payload, "final": 0.9}))
+    finetuned = [{**record, "phase": "finetune"} if record["round"] > 12 else record for record in payload["rounds"]]
+    assert math.isnan(report.fewer_rounds_final({**payload, "rounds": finetuned}))
+    assert math.isnan(report.fewer_rounds_final({**payload, "rounds": payload["rounds"][:13], "final": 0.5}))
+    mixed = paper_vs_ours([*paths, _write(tmp_path, {**source_only, "seed": 2}, 0.4, "so2")])
+    assert math.isnan(mixed.set_index("published_table").loc["fmnist_noise", "ours_fewer_rounds"])  # every seed or none
 
 
 def test_every_gap_has_its_measured_cause_in_the_csv_not_only_the_largest(tmp_path, raw_params):

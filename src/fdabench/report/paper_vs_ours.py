@@ -29,6 +29,7 @@ from fdabench.report.tables import AVERAGE, html_page
 
 WITHIN_POINTS = 3.0  # "within 3 points" of the published number (seeds move FMNIST cells by about ±3)
 LARGEST_GAPS = 3  # per table, the gaps the summary names
+FEWER_ROUNDS = 10  # a gap's cells are also read as runs with this many rounds fewer (their first rounds)
 COLUMNS = [
     "published_table",
     "experiment",
@@ -41,6 +42,7 @@ COLUMNS = [
     "n_seeds",
     "difference",
     "ours_best_round",
+    "ours_fewer_rounds",
     "changes",
     "inferred",
 ]
@@ -59,7 +61,8 @@ SUMMARY_COLUMNS = [
 def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
     seeds, in %), seeds, the difference ours − published, the mean over seeds of each run's best round (the
-    statistic a reader may suspect behind a published number), `changes`: where the runs' setting departs from
+    statistic a reader may suspect behind a published number), the mean of the same runs' statistic at
+    FEWER_ROUNDS rounds fewer (`fewer_rounds_final`), `changes`: where the runs' setting departs from
     the published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
     empty when none). A cell is compared with every published column that prints its row
     (`published_columns`)."""
@@ -84,6 +87,7 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
                     "seed": config["seed"],
                     "ours": 100 * cell["final"],
                     "best_round": best_round(cell),
+                    "fewer_rounds": fewer_rounds_final(cell),
                     "published": value,
                     "changes": "; ".join(changes_from_published(as_published, cell.get("model", {}).get("options"))),
                     "inferred": "; ".join(inferred_for(as_published)),
@@ -97,6 +101,7 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     grouped = frame.groupby(keys, sort=False)
     table = grouped["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
     table["ours_best_round"] = grouped["best_round"].mean().to_numpy()
+    table["ours_fewer_rounds"] = grouped["fewer_rounds"].agg(lambda values: values.mean(skipna=False)).to_numpy()
     table["difference"] = table["ours_mean"] - table["published"]
     return _in_published_order(table)[COLUMNS]
 
@@ -111,6 +116,24 @@ def best_round(cell: dict) -> float:
     if not after_warmup:
         return math.nan
     return 100 * (max(after_warmup) if higher else min(after_warmup))
+
+
+def fewer_rounds_final(cell: dict, fewer: int = FEWER_ROUNDS) -> float:
+    """The cell's final metric had it run `fewer` rounds fewer, in %: the mean of its metric over the
+    `final_rounds` rounds that end `fewer` rounds before its last. Nothing in a round depends on the round budget,
+    so a shorter run is, bit for bit, the first rounds of a longer one (tests/federation/test_rounds.py). NaN
+    where that reading does not hold: rounds outside the round loop's warm-up and FDA phases (a fine-tuning
+    phase), a final that is not the mean of the last rounds' metric (a personalised evaluation), or too few
+    FDA rounds."""
+    metric, records, last = cell.get("metric", "accuracy"), cell.get("rounds", []), cell.get("final_rounds", 0)
+    if not records or last < 1 or any(record.get("phase") not in ("warmup", "fda") for record in records):
+        return math.nan
+    values = [record.get(metric, math.nan) for record in records]
+    if sum(record["phase"] == "fda" for record in records) < fewer + last:
+        return math.nan
+    if not math.isclose(sum(values[-last:]) / last, cell["final"], rel_tol=1e-9, abs_tol=1e-12):
+        return math.nan
+    return 100 * sum(values[-last - fewer : -fewer]) / last
 
 
 def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
@@ -151,6 +174,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
                         "seed": seed,
                         "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(),
                         "best_round": runs.loc[runs["target"].isin(targets), "best_round"].mean(),
+                        "fewer_rounds": runs.loc[runs["target"].isin(targets), "fewer_rounds"].mean(skipna=False),
                         "published": value,
                         "changes": changes,
                         "inferred": inferred,
@@ -216,9 +240,10 @@ def with_gap_causes(table: pd.DataFrame) -> pd.DataFrame:
 
 def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     """What the suite's runs measured about a gap, every number computed from its cells: the seeds' spread, the
-    best round instead of the final rounds, each marked variant of the same published row that ran (by
-    experiment, with its [k] change), whether any of them comes within WITHIN_POINTS of the published number,
-    then the recorded reading of those measurements (`fdabench.paper.gaps`), or that no setting was varied."""
+    best round instead of the final rounds, the same runs read as runs of FEWER_ROUNDS rounds fewer, each marked
+    variant of the same published row that ran (by experiment, with its [k] change), whether any of them comes
+    within WITHIN_POINTS of the published number, then the recorded reading of those measurements
+    (`fdabench.paper.gaps`), or that no setting was varied."""
     variants = table[
         (table["published_table"] == row.published_table)
         & (table["target"] == row.target)
@@ -233,6 +258,9 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     if not math.isnan(row.ours_best_round):
         parts.append(f"best round {row.ours_best_round:.2f}")
         reached.append(("the best round", abs(row.ours_best_round - row.published) <= WITHIN_POINTS))
+    if not math.isnan(row.ours_fewer_rounds):
+        parts.append(f"{FEWER_ROUNDS} rounds fewer {row.ours_fewer_rounds:.2f}")
+        reached.append((f"{FEWER_ROUNDS} rounds fewer", abs(row.ours_fewer_rounds - row.published) <= WITHIN_POINTS))
     for variant in variants.itertuples():
         name = variant.experiment if variant.method == row.method else f"{variant.experiment}/{variant.method}"
         parts.append(f"{name} [{changes.index(variant.changes) + 1}] {variant.ours_mean:.2f}")
