@@ -78,6 +78,28 @@ def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparam
     assert [r["round"] for r in resumed["rounds"]] == list(range(7))
 
 
+@pytest.mark.parametrize("name", ["source_only", "fedgp"])
+def test_resumed_run_redraws_the_same_feature_noise(problem, tmp_path, name):
+    """Feature noise redrawn at every read (noise_mode redraw) comes from the problem's own generator: the
+    checkpoint saves it, so evaluation and target steps after the resume see the uninterrupted run's noise."""
+
+    def noisy(seed=7):
+        shared = torch.Generator().manual_seed(seed)
+        target = {
+            split: dataclasses.replace(getattr(problem, split), noise_std=0.5, generator=shared)
+            for split in ("target_labelled", "target_unlabelled", "target_test")
+        }
+        return dataclasses.replace(problem, **target)
+
+    reference, _ = _run(noisy(), name, {}, settings=LONG)
+    checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        _run(noisy(), name, {}, checkpoints, stop_after=4, settings=LONG)
+    resumed, seen = _run(noisy(), name, {}, checkpoints, settings=LONG)
+    assert seen[0] == 4 and len(noisy().noise_generators()) == 1
+    assert _without_seconds(resumed["rounds"]) == _without_seconds(reference["rounds"])
+
+
 def test_checkpoint_of_another_run_is_ignored(problem, tmp_path, capsys):
     ran = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
     with pytest.raises(Interrupted):

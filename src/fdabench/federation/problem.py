@@ -73,6 +73,13 @@ class FederatedProblem:
     target_test: ClientData
     aux_classes: dict[str, int] = field(default_factory=dict)  # auxiliary label -> number of classes
 
+    def noise_generators(self) -> list[torch.Generator]:
+        """The generators that redraw feature noise at every read (one shared by the target's splits), each once:
+        part of a run's random state, so a checkpoint saves them with the clients' streams."""
+        clients = [*self.sources, self.target_labelled, self.target_unlabelled, self.target_test]
+        unique = {id(c.generator): c.generator for c in clients if c.generator is not None}
+        return list(unique.values())
+
     def target_all(self) -> ClientData:
         """The target's labelled and unlabelled training samples together, all with labels (the oracle)."""
         return concatenate("target_all", [self.target_labelled, self.target_unlabelled])

@@ -165,7 +165,7 @@ class LocalSites:
         return evaluate(self.space.model, self.problem.target_test, self.problem.task, self.eval_batch_size)
 
     def random_streams(self) -> list[torch.Generator]:
-        return self.generators
+        return [*self.generators, *self.problem.noise_generators()]
 
 
 #: the parts of a round `TimedSites` times
