@@ -164,6 +164,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
         targets = {target for target, methods in PUBLISHED[table].items() if key in methods}
         for seed, runs in group.groupby("seed", sort=False):
             if set(runs["target"]) >= targets:
+                covered = runs[runs["target"].isin(targets)]
                 averages.append(
                     {
                         "published_table": table,
@@ -172,9 +173,9 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
                         "method": method,
                         "method_key": key,
                         "seed": seed,
-                        "ours": runs.loc[runs["target"].isin(targets), "ours"].mean(),
-                        "best_round": runs.loc[runs["target"].isin(targets), "best_round"].mean(),
-                        "fewer_rounds": runs.loc[runs["target"].isin(targets), "fewer_rounds"].mean(skipna=False),
+                        "ours": covered["ours"].mean(),
+                        "best_round": covered["best_round"].mean(),
+                        "fewer_rounds": covered["fewer_rounds"].mean(skipna=False),
                         "published": value,
                         "changes": changes,
                         "inferred": inferred,
