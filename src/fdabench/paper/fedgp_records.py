@@ -91,8 +91,9 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
 _FINETUNE_LAYERS = inferred(
     "scripts/noniid_exp/run_finetune_offline.sh runs each column twice, fine-tuning every layer and, with --freeze "
     "(main_noniid_finetune_offline.py:399-404), only fc3; the tables print one row and no text says which: the "
-    "record takes every layer, the name's plain meaning (Table 12's frozen run at noise 0.4 is the marked variant "
-    "fmnist_noise_finetune_frozen)"
+    "record takes every layer, the name's plain meaning. The frozen runs are marked variants: Table 12's at noise "
+    "0.4 (fmnist_noise_finetune_frozen) and Table 14's columns (fmnist_source_labels_finetune_frozen; the script "
+    "has no label-subset lines, so Table 14 takes Table 12's two runs)"
 )
 
 

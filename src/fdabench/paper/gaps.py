@@ -65,6 +65,10 @@ _FINETUNE_FROM_DECAYED = (
     "fine-tuning starts from the final FedAvg model, which has decayed on the noisy target (see Source Only), "
     "and 50 fresh-Adam epochs on 100 images move it further"
 )
+_FINETUNE_EITHER_LAYERS = (
+    f"{_FINETUNE_FROM_DECAYED}; the authors' script also runs the row with only the last layer trained (--freeze), "
+    "which the variant runs, and the table prints one of the two"
+)
 
 MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
     # Table 12, noise 0.4
@@ -84,9 +88,7 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
     ("fmnist_noise", "noise0.8", "fedda_0.5"): Reading((), _FEDDA_DECAYS),
     ("fmnist_noise", "noise0.4", "source_only"): _SOURCE_ONLY_LONGER,
     ("fmnist_noise", "noise0.4", "finetune_offline"): Reading(
-        ("fmnist_noise_finetune_frozen",),
-        _FINETUNE_FROM_DECAYED + "; the authors' script also runs the row with only the last layer trained "
-        "(--freeze), which the variant runs, and the table prints one of the two",
+        ("fmnist_noise_finetune_frozen",), _FINETUNE_EITHER_LAYERS
     ),
     # Table 14: FedGP with β = 1 is the warm-up model; the 3-label column also runs fdabench's cyclic deal
     ("fmnist_source_labels", "noise0.4-label3", "fedgp_1"): Reading(
@@ -104,7 +106,9 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         for column in SOURCE_LABELS
     },
     **{
-        ("fmnist_source_labels", column, "finetune_offline"): Reading((), _FINETUNE_FROM_DECAYED)
+        ("fmnist_source_labels", column, "finetune_offline"): Reading(
+            ("fmnist_source_labels_finetune_frozen",), _FINETUNE_EITHER_LAYERS
+        )
         for column in SOURCE_LABELS
     },
     ("fmnist_source_labels", "noise0.4-label9", "fedda_0.5"): Reading(
