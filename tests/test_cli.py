@@ -1,6 +1,5 @@
 """The CLI as the rules call it: prepare -> partition -> train -> table, determinism, clear errors."""
 
-import json
 import os
 import signal
 import subprocess
@@ -10,56 +9,17 @@ import time
 import pytest
 
 from fdabench.cli import main
-from fdabench.config import load_params
 from fdabench.core.io import canonical_json
+from workflows import prepare_cli_cells, train_cli_cell
 
 
 @pytest.fixture(scope="module")
 def prepared_inputs(tmp_path_factory, repo_root):
-    root = tmp_path_factory.mktemp("cli")
-    prepared = root / "colored_digits"
-    assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
-    for seed in (0, 1):
-        partition = root / f"partition{seed}.json"
-        args = [
-            "partition",
-            "--prepared",
-            str(prepared),
-            "--target=-90",
-            "--seed",
-            str(seed),
-            "--options",
-            '{"target_labelled": 48}',
-        ]
-        assert main([*args, "--output", str(partition)]) == 0
-    params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": 6}}}})
-    return root, prepared, params
-
-
-def _train(prepared_inputs, method, seed, name):
-    root, prepared, params = prepared_inputs
-    config = params.cell("colored_digits", method, "-90", seed).config
-    partition = root / f"partition{seed}.json"
-    output = root / name
-    code = main(
-        [
-            "train",
-            "--cell",
-            canonical_json(config),
-            "--prepared",
-            str(prepared),
-            "--partition",
-            str(partition),
-            "--output",
-            str(output),
-        ]
-    )
-    assert code == 0
-    return json.loads(output.read_text())
+    return prepare_cli_cells(tmp_path_factory.mktemp("cli"), repo_root, seeds=(0, 1), rounds=6)
 
 
 def test_cell_file_contract(prepared_inputs):
-    cell = _train(prepared_inputs, "fedgp", 0, "fedgp.json")
+    cell = train_cli_cell(prepared_inputs, "fedgp", 0, "fedgp.json")
     assert cell["format"] == "fdabench.cell/1" and cell["status"] == "complete"
     assert cell["cell"] == {
         "suite": "demo",
@@ -83,9 +43,9 @@ def test_cell_file_contract(prepared_inputs):
 
 
 def test_rerun_same_seed_reproduces_numbers_exactly(prepared_inputs):
-    first = _train(prepared_inputs, "fedda", 1, "a.json")
-    again = _train(prepared_inputs, "fedda", 1, "b.json")
-    other = _train(prepared_inputs, "fedda", 0, "c.json")
+    first = train_cli_cell(prepared_inputs, "fedda", 1, "a.json")
+    again = train_cli_cell(prepared_inputs, "fedda", 1, "b.json")
+    other = train_cli_cell(prepared_inputs, "fedda", 0, "c.json")
     numbers = lambda cell: [(r["accuracy"], r["loss"]) for r in cell["rounds"]]
     assert numbers(first) == numbers(again)
     assert numbers(first) != numbers(other)
@@ -95,9 +55,9 @@ def test_fork_server_gives_identical_numbers(prepared_inputs, monkeypatch, tmp_p
     monkeypatch.setenv("FDABENCH_FORKSERVER", "1")
     monkeypatch.setenv("FDABENCH_FORKSERVER_IDLE", "20")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # a private server for this test
-    served = _train(prepared_inputs, "source_only", 0, "served.json")
+    served = train_cli_cell(prepared_inputs, "source_only", 0, "served.json")
     monkeypatch.setenv("FDABENCH_FORKSERVER", "0")
-    local = _train(prepared_inputs, "source_only", 0, "local.json")
+    local = train_cli_cell(prepared_inputs, "source_only", 0, "local.json")
     assert [r["loss"] for r in served["rounds"]] == [r["loss"] for r in local["rounds"]]
     assert any(path.suffix == ".sock" for path in (tmp_path / next(p.name for p in tmp_path.iterdir())).iterdir())
 
@@ -214,9 +174,9 @@ def test_every_command_has_help(command, capsys):
 
 
 def test_cells_record_whether_the_unlabelled_target_data_was_used(prepared_inputs):
-    kd3a = _train(prepared_inputs, "kd3a", 0, "kd3a.json")
+    kd3a = train_cli_cell(prepared_inputs, "kd3a", 0, "kd3a.json")
     assert kd3a["uses_unlabelled_target"] is True and kd3a["cell"]["method"] == "kd3a"
-    assert _train(prepared_inputs, "ditto", 0, "ditto.json")["uses_unlabelled_target"] is False
+    assert train_cli_cell(prepared_inputs, "ditto", 0, "ditto.json")["uses_unlabelled_target"] is False
     root = prepared_inputs[0]
     assert main(["table", str(root / "kd3a.json"), str(root / "ditto.json")]) == 0
 

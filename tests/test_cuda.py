@@ -2,16 +2,12 @@
 data on the device, reruns bit for bit, and the aggregation math and the auto-weighting estimators give the CPU's
 numbers up to float rounding."""
 
-import json
-
 import pytest
 import torch
 
-from fdabench.cli import main
-from fdabench.config import load_params
-from fdabench.core.io import canonical_json
 from fdabench.federation.problem import build_problem
 from fdabench.tensor_math.aggregation import auto_weights, fedavg, fedda, fedgp
+from workflows import prepare_cli_cells, train_cli_cell
 
 pytestmark = [
     pytest.mark.gpu,
@@ -21,23 +17,11 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def cell_inputs(tmp_path_factory, repo_root):
-    root = tmp_path_factory.mktemp("cuda")
-    prepared = root / "colored_digits"
-    assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
-    partition = root / "partition.json"
-    options = ["--target=-90", "--seed", "0", "--options", '{"target_labelled": 48}']
-    assert main(["partition", "--prepared", str(prepared), *options, "--output", str(partition)]) == 0
-    params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": 4}}}})
-    return root, prepared, partition, params
+    return prepare_cli_cells(tmp_path_factory.mktemp("cuda"), repo_root, seeds=(0,), rounds=4)
 
 
 def _train(cell_inputs, method, device, name):
-    root, prepared, partition, params = cell_inputs
-    config = params.cell("colored_digits", method, "-90", 0).config
-    output = root / name
-    args = ["train", "--cell", canonical_json(config), "--prepared", str(prepared), "--partition", str(partition)]
-    assert main([*args, "--device", device, "--output", str(output)]) == 0
-    return json.loads(output.read_text())
+    return train_cli_cell(cell_inputs, method, 0, name, device=device)
 
 
 @pytest.mark.parametrize("method", ["fedgp", "fedgp_auto", "fedda"])

@@ -1,9 +1,15 @@
-"""Shared by the tests that run the workflow in a subprocess (snakemake, dvc): a tiny suite and the
-environment such a subprocess needs."""
+"""Shared by the tests that run the workflow: a tiny suite and the environment a subprocess (snakemake, dvc)
+needs, and the CLI's prepare -> partition -> train steps called in-process, as the rules call them."""
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
+
+from fdabench.cli import main
+from fdabench.config import Params, load_params
+from fdabench.core.io import canonical_json
 
 #: one experiment, two methods, two seeds, a few rounds: the smallest suite with a table
 TINY_PARAMS = {
@@ -31,3 +37,34 @@ def workflow_environment(workdir: Path, forkserver: bool = True, source: Path | 
     if source is not None:
         env["PYTHONPATH"] = str(source) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+class CliCells(NamedTuple):
+    """ColoredDigits prepared under `root` with target -90 partitioned per seed, and params whose demo suite runs
+    the given number of rounds."""
+
+    root: Path
+    prepared: Path
+    params: Params
+
+
+def prepare_cli_cells(root: Path, repo_root: Path, seeds: tuple[int, ...], rounds: int) -> CliCells:
+    """Run `fdabench prepare` and one `fdabench partition` per seed (48 labelled target samples)."""
+    prepared = root / "colored_digits"
+    assert main(["prepare", "--dataset", "colored_digits", "--output", str(prepared)]) == 0
+    for seed in seeds:
+        args = ["partition", "--prepared", str(prepared), "--target=-90", "--seed", str(seed)]
+        options = ["--options", '{"target_labelled": 48}', "--output", str(root / f"partition{seed}.json")]
+        assert main([*args, *options]) == 0
+    params = load_params(repo_root / "params.yaml", overrides={"suites": {"demo": {"train": {"rounds": rounds}}}})
+    return CliCells(root, prepared, params)
+
+
+def train_cli_cell(cells: CliCells, method: str, seed: int, name: str, device: str | None = None) -> dict:
+    """Run `fdabench train` on the demo suite's (colored_digits, method, -90, seed) cell; its result JSON."""
+    config = cells.params.cell("colored_digits", method, "-90", seed).config
+    output = cells.root / name
+    args = ["train", "--cell", canonical_json(config), "--prepared", str(cells.prepared)]
+    args += ["--partition", str(cells.root / f"partition{seed}.json"), "--output", str(output)]
+    assert main([*args, *(["--device", device] if device else [])]) == 0
+    return json.loads(output.read_text())
