@@ -89,17 +89,19 @@ def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, 
             stdout=handle,
             stderr=handle,
         )
-        deadline = time.monotonic() + 120
-        while "round" not in log.read_text() and time.monotonic() < deadline:  # the child is training
-            time.sleep(0.2)
-        children = [
-            int(pid)
-            for pid in os.listdir("/proc")
-            if pid.isdigit() and _writes_to(int(pid), log) and int(pid) not in (client.pid, os.getpid())
-        ]
-        assert children, log.read_text()
-        client.send_signal(signal.SIGKILL)
-        client.wait()
+        try:
+            deadline = time.monotonic() + 120
+            while "round" not in log.read_text() and time.monotonic() < deadline:  # the child is training
+                time.sleep(0.2)
+            children = [
+                int(pid)
+                for pid in os.listdir("/proc")
+                if pid.isdigit() and _writes_to(int(pid), log) and int(pid) not in (client.pid, os.getpid())
+            ]
+            assert children, log.read_text()
+        finally:  # a failed wait must not leave a 100,000-round client behind
+            client.send_signal(signal.SIGKILL)
+            client.wait()
         deadline = time.monotonic() + 10
         while (
             any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in children)
