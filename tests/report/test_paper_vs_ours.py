@@ -419,6 +419,32 @@ def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, m
     assert math.isnan(mixed.set_index("published_table").loc["fmnist_noise", "ours_fewer_rounds"])  # every seed or none
 
 
+def test_the_best_round_is_read_in_the_phase_the_final_comes_from(tmp_path, raw_params):
+    from fdabench.report import paper_vs_ours as report
+
+    finetune = _config(raw_params, "paper_cpu", "fmnist_noise", "finetune_offline")
+    # Finetune_Offline: 2 warm-up rounds, FedAvg rounds that peak at 0.80, then fine-tuning epochs that peak at 0.45
+    path = _with_rounds(tmp_path, finetune, [0.5, 0.6, 0.80, 0.30, 0.20, 0.40, 0.45, 0.35], "finetune")
+    payload = json.loads(Path(path).read_text())
+    for record in payload["rounds"][5:]:
+        record["phase"] = "finetune"
+    assert report.best_round(payload) == pytest.approx(45.0)  # not the FedAvg peak (80) nor the warm-up
+    # a round-loop cell: the FDA rounds, never the warm-up's 0.9
+    fda = {**payload, "rounds": [{**record, "phase": "fda"} for record in payload["rounds"]]}
+    fda["rounds"][0]["phase"] = "warmup"
+    fda["rounds"][0]["accuracy"] = 0.9
+    assert report.best_round(fda) == pytest.approx(80.0)
+    # a lower-is-better metric takes the smallest value; no logged round gives NaN
+    mse = {
+        **fda,
+        "metric": "mse",
+        "higher_is_better": False,
+        "rounds": [{**r, "mse": r["accuracy"]} for r in fda["rounds"]],
+    }
+    assert report.best_round(mse) == pytest.approx(20.0)
+    assert math.isnan(report.best_round({**payload, "rounds": []}))
+
+
 def test_every_gap_has_its_measured_cause_in_the_csv_not_only_the_largest(tmp_path, raw_params):
     from fdabench.report import paper_vs_ours as report
 

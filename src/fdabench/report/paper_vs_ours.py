@@ -107,15 +107,16 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
 
 
 def best_round(cell: dict) -> float:
-    """The best per-round value of the cell's metric after warm-up, in % (NaN when no round was logged)."""
+    """The best per-round value of the cell's metric, in %, over the phase its final comes from (the phase of its
+    last logged round): the FDA rounds, never the warm-up; for Finetune_Offline the fine-tuning epochs, never the
+    FedAvg rounds it starts from. NaN when no round was logged."""
     metric, higher = cell.get("metric", "accuracy"), cell.get("higher_is_better", True)
     logged = [record for record in cell.get("rounds", []) if metric in record]
-    after_warmup = [record[metric] for record in logged if record.get("phase") != "warmup"] or [
-        record[metric] for record in logged
-    ]
-    if not after_warmup:
+    if not logged:
         return math.nan
-    return 100 * (max(after_warmup) if higher else min(after_warmup))
+    final_phase = logged[-1].get("phase")
+    values = [record[metric] for record in logged if record.get("phase") == final_phase]
+    return 100 * (max(values) if higher else min(values))
 
 
 def fewer_rounds_final(cell: dict, fewer: int = FEWER_ROUNDS) -> float:
