@@ -12,13 +12,25 @@ import yaml
 
 from fdabench.config import load_params
 from fdabench.core import paths
-from workflows import TINY_PARAMS, workflow_environment
+from workflows import TINY_PARAMS, remove_runtime_dirs, workflow_environment
 
 REPO = Path(__file__).resolve().parents[1]
 
 # Tests run commands in-process or through their own fork server instance; keep them independent of
 # any server a developer's pipeline run left behind.
 os.environ.setdefault("FDABENCH_FORKSERVER", "0")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: each worker's in-process training keeps to its share of cores
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _runtime_dirs_removed():
+    """The fork servers' runtime folders under /tmp that the tests made go when the session ends."""
+    yield
+    remove_runtime_dirs()
 
 
 @pytest.fixture(scope="session")

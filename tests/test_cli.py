@@ -10,7 +10,7 @@ import pytest
 
 from fdabench.cli import main
 from fdabench.core.io import canonical_json
-from workflows import prepare_cli_cells, train_cli_cell
+from workflows import prepare_cli_cells, short_runtime_dir, train_cli_cell
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +54,13 @@ def test_rerun_same_seed_reproduces_numbers_exactly(prepared_inputs):
 def test_fork_server_gives_identical_numbers(prepared_inputs, monkeypatch, tmp_path):
     monkeypatch.setenv("FDABENCH_FORKSERVER", "1")
     monkeypatch.setenv("FDABENCH_FORKSERVER_IDLE", "20")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # a private server for this test
+    runtime = short_runtime_dir(tmp_path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # a private server for this test
     served = train_cli_cell(prepared_inputs, "source_only", 0, "served.json")
     monkeypatch.setenv("FDABENCH_FORKSERVER", "0")
     local = train_cli_cell(prepared_inputs, "source_only", 0, "local.json")
     assert [r["loss"] for r in served["rounds"]] == [r["loss"] for r in local["rounds"]]
-    assert any(path.suffix == ".sock" for path in (tmp_path / next(p.name for p in tmp_path.iterdir())).iterdir())
+    assert any(path.suffix == ".sock" for path in (runtime / next(p.name for p in runtime.iterdir())).iterdir())
 
 
 def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, tmp_path):
@@ -67,7 +68,8 @@ def test_killed_client_ends_its_fork_server_child(prepared_inputs, monkeypatch, 
     root, prepared, params = prepared_inputs
     config = params.cell("colored_digits", "source_only", "-90", 0).config
     config = {**config, "train": {**config["train"], "rounds": 100_000}}  # far longer than the test waits
-    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "20", "XDG_RUNTIME_DIR": str(tmp_path)}
+    runtime = str(short_runtime_dir(tmp_path))
+    env = {**os.environ, "FDABENCH_FORKSERVER": "1", "FDABENCH_FORKSERVER_IDLE": "20", "XDG_RUNTIME_DIR": runtime}
     log = tmp_path / "train.log"
     with open(log, "w") as handle:
         client = subprocess.Popen(

@@ -3,30 +3,14 @@ scheduler runs jobs; its key changes with the code and with any installed packag
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from fdabench.bench.aggregation import _startup_cell, train_command
 from fdabench.jobs import forkserver
-
-
-def _short_runtime_dir():
-    """A private runtime directory for the test's server (pytest's tmp paths are too long for a socket)."""
-    directory = Path(tempfile.mkdtemp(prefix="fdb", dir="/tmp"))
-    return directory
-
-
-@pytest.fixture(autouse=True)
-def _clean_runtime_dirs():
-    before = set(os.listdir("/tmp"))
-    yield
-    for name in set(os.listdir("/tmp")) - before:
-        if name.startswith("fdb"):
-            shutil.rmtree(os.path.join("/tmp", name), ignore_errors=True)
+from workflows import short_runtime_dir
 
 
 def _comparable(path):
@@ -37,7 +21,7 @@ def _comparable(path):
 
 def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
     config, prepared, partition = _startup_cell(str(tmp_path), rounds=2)
-    runtime = _short_runtime_dir()
+    runtime = short_runtime_dir(tmp_path)
     outputs = {}
     for server in ("0", "1", "1"):  # the second "1" finds the server warm
         output = tmp_path / f"cell{len(outputs)}.json"
@@ -61,7 +45,7 @@ def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
 
 
 def test_a_failing_job_reports_its_exit_status_through_the_server(tmp_path):
-    runtime = _short_runtime_dir()
+    runtime = short_runtime_dir(tmp_path)
     environment = {
         **os.environ,
         "FDABENCH_FORKSERVER": "1",

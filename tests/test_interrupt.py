@@ -86,15 +86,18 @@ def _cells(workdir: Path) -> list[Path]:
     return sorted((workdir / CELLS).glob("*/*/seed*.json"))
 
 
-def _training_process(cell_result: str) -> int | None:
-    """The process id of the `fdabench train` job writing `cell_result`."""
+def _training_process(workdir: Path, cell_result: str) -> int | None:
+    """The process id of the `fdabench train` job writing `cell_result` (a path relative to `workdir`) in `workdir`:
+    other runs of the same tiny suite, in other tests' folders, name the same relative path."""
     for entry in Path("/proc").iterdir():
         try:
             arguments = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            if b"train" not in arguments or cell_result.encode() not in arguments:
+                continue
+            if Path(os.readlink(entry / "cwd")) == workdir.resolve():
+                return int(entry.name)
+        except OSError:  # gone, or not ours to read
             continue
-        if b"train" in arguments and cell_result.encode() in arguments:
-            return int(entry.name)
     return None
 
 
@@ -143,7 +146,7 @@ def test_kill_9_at_several_moments_then_the_same_command_completes_identically(t
     victim_result = str(
         (checkpoint.parent / checkpoint.name[1:].removesuffix(".checkpoint.pt")).relative_to(interrupted)
     )
-    victim = _wait_for(lambda: _training_process(victim_result), run)
+    victim = _wait_for(lambda: _training_process(interrupted, victim_result), run)
     _kill(victim)
     run.wait(timeout=600)
     assert run.returncode != 0, _output(interrupted)

@@ -1,9 +1,12 @@
 """Shared by the tests that run the workflow: a tiny suite and the environment a subprocess (snakemake, dvc)
 needs, and the CLI's prepare -> partition -> train steps called in-process, as the rules call them."""
 
+import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,13 +30,32 @@ TINY_PARAMS = {
 }
 
 
+_RUNTIME_DIRS: set[Path] = set()
+
+
+def short_runtime_dir(workdir: Path) -> Path:
+    """A private runtime folder for `workdir`'s fork server, short enough for a Unix socket path wherever pytest
+    puts `workdir` (a pytest-xdist worker's temporary folders are a level deeper): /tmp/fdabench-rt-<hash>."""
+    digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
+    directory = Path(tempfile.gettempdir()) / f"fdabench-rt-{digest}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    _RUNTIME_DIRS.add(directory)
+    return directory
+
+
+def remove_runtime_dirs() -> None:
+    """Remove the runtime folders this process made (a fork server left idle in one ends on its own)."""
+    while _RUNTIME_DIRS:
+        shutil.rmtree(_RUNTIME_DIRS.pop(), ignore_errors=True)
+
+
 def workflow_environment(workdir: Path, forkserver: bool = True, source: Path | None = None) -> dict[str, str]:
     """This interpreter's scripts (fdabench, snakemake, dvc) first on PATH; the fork server on (a short idle
     time, its socket under `workdir`) or off; with `source`, a copy of the source tree shadows the installed one."""
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     env["FDABENCH_FORKSERVER"] = "1" if forkserver else "0"
     env["FDABENCH_FORKSERVER_IDLE"] = "15"
-    env["XDG_RUNTIME_DIR"] = str(workdir)
+    env["XDG_RUNTIME_DIR"] = str(short_runtime_dir(workdir))
     if source is not None:
         env["PYTHONPATH"] = str(source) + os.pathsep + env.get("PYTHONPATH", "")
     return env
