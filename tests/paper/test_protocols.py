@@ -142,7 +142,21 @@ def test_which_layers_finetune_offline_trains_is_inferred(key):
     protocol = PROTOCOLS[key]
     source = settings_provenance(protocol, protocol.rows["finetune_offline"])["hparams.head_only"]
     assert source.kind == "inferred" and "--freeze" in source.where
-    assert inferred_settings(protocol, protocol.rows["finetune_offline"])[0].startswith("hparams.head_only = False")
+    inferred = inferred_settings(protocol, protocol.rows["finetune_offline"])
+    assert any(setting.startswith("hparams.head_only = False (") for setting in inferred)
+
+
+def test_table_14s_finetune_offline_target_is_inferred_the_fine_tuning_code_cannot_run_it():
+    # main_noniid_finetune_offline.py's target is always the split's last party; main_noniid_source.py's target,
+    # drawn from all of train, is the other rows' (whose provenance stays the code's)
+    labels = PROTOCOLS["fmnist_source_labels"]
+    finetune = settings_provenance(labels, labels.rows["finetune_offline"])
+    for key in ("partition.target_share", "partition.target_labelled", "partition.target_test"):
+        assert finetune[key].kind == "inferred" and "fmnist_source_labels_finetune_party" in finetune[key].where
+        assert settings_provenance(labels, labels.rows["fedgp_0.5"])[key].kind == "code"
+    assert published_settings(labels, labels.rows["finetune_offline"])["partition"]["target_share"] == "all"
+    inferred = inferred_settings(labels, labels.rows["finetune_offline"])
+    assert any(setting.startswith("partition.target_share = all (") for setting in inferred)
 
 
 def test_table_14s_oracle_row_is_the_homo_partition_run_of_run_oracle_sh():
