@@ -51,7 +51,8 @@ def remove_runtime_dirs() -> None:
 
 def workflow_environment(workdir: Path, forkserver: bool = True, source: Path | None = None) -> dict[str, str]:
     """This interpreter's scripts (fdabench, snakemake, dvc) first on PATH; the fork server on (a short idle
-    time, its socket in `workdir`'s short runtime folder) or off; with `source`, a copy of the source tree shadows the installed one."""
+    time, its socket in `workdir`'s short runtime folder) or off; with `source`, a copy of the source tree shadows
+    the installed one."""
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     env["FDABENCH_FORKSERVER"] = "1" if forkserver else "0"
     env["FDABENCH_FORKSERVER_IDLE"] = "15"
