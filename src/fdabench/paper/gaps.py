@@ -72,9 +72,8 @@ _FINETUNE_EITHER_LAYERS = (
 
 _FINETUNE_TABLE_14 = Reading(
     ("fmnist_source_labels_finetune_frozen", "fmnist_source_labels_finetune_party"),
-    f"{_FINETUNE_EITHER_LAYERS} (the first variant). The script has no label-subset lines; run with --partition "
-    "noniid-#label<k>, its non-homo branch makes the target the deal's last party, labels 15% of that party's share "
-    "and tests on the rest of it (main_noniid_finetune_offline.py:339-377 @9b74449), which the second variant runs",
+    f"{_FINETUNE_EITHER_LAYERS} (the first variant). The row's target is inferred too (its inferred settings say "
+    "why): the second variant runs the fine-tuning code's own target, the deal's last party, 15% of it labelled",
 )
 
 MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
