@@ -22,7 +22,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        with_views(table_outputs() + figure_outputs() + theory_outputs()) + cells_table_outputs() + dvc_outputs(),
+        with_views(table_outputs() + figure_outputs() + theory_outputs()) + cells_table_outputs() + dvc_outputs() + sweep_outputs(),
 
 
 # DVC's stages: the data of every suite in dvc.suites; a suite's report without the results/<name> links
@@ -33,7 +33,7 @@ rule prepared:
 
 rule report:
     input:
-        table_outputs() + figure_outputs() + theory_outputs() + cells_table_outputs() + dvc_outputs(),
+        table_outputs() + figure_outputs() + theory_outputs() + cells_table_outputs() + dvc_outputs() + sweep_outputs(),
 
 
 rule cells:

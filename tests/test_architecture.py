@@ -29,6 +29,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.core.io",
     "fdabench.core.families",
     "fdabench.core.metrics",
+    "fdabench.core.selection",
     "fdabench.paper",
     "fdabench.report",
 )

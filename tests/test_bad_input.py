@@ -567,7 +567,8 @@ CASES = [
     ),
     Case(
         "10,000 seeds",
-        r"suites\.demo: \d+ cells \(methods x targets x seeds\), above the limit of 20000; fewer seeds, targets or "
+        r"suites\.demo: \d+ cells \(methods, with a sweep.s draws, x targets x seeds\), above the limit of 20000; "
+        r"fewer seeds, targets or "
         r"methods, or confirm with `limits: \{cells: \d+\}`",
         _params(lambda r: _demo(r).update(seeds=list(range(10_000)))),
     ),

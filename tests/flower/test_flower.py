@@ -80,7 +80,8 @@ def _assert_same_rounds(history, expected):
     for mine, reference in zip(ours, theirs, strict=True):
         for key, value in reference.items():
             if isinstance(value, float | list):
-                assert mine[key] == pytest.approx(value, rel=1e-6, abs=1e-9), (mine["round"], key)
+                # NaN where a metric is undefined (AUC on a split of one class) on both paths
+                assert mine[key] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), (mine["round"], key)
             else:
                 assert mine[key] == value, (mine["round"], key)
 
@@ -119,18 +120,35 @@ def test_site_files_hold_each_site_and_nothing_else(exported, monkeypatch):
     _, problem = _problem(params, "fedgp")
     manifest = read_manifest(folders["fedgp"])
     assert [site["name"] for site in manifest["sites"]] == [s.name for s in problem.sources] + ["target"]
-    for site, source in zip(manifest["sites"], problem.sources):
+    assert len(problem.source_validation) == len(problem.sources)  # the partition holds source samples out
+    for site, source, held in zip(manifest["sites"][:-1], problem.sources, problem.source_validation, strict=True):
         data = load_site(folders["fedgp"] / site["file"])
         assert (data.role, data.index, data.samples) == ("source", site["index"], len(source))
         assert torch.equal(data.data.x, source.x) and torch.equal(data.data.y, source.y)
+        # its held-out validation samples stay with it
+        assert site["validation"] == data.validation_samples == len(held) > 0
+        assert torch.equal(data.validation.x, held.x) and torch.equal(data.validation.y, held.y)
     target = load_site(folders["fedgp"] / "target.pt")
-    for split in ("labelled", "unlabelled", "test"):
-        mine, theirs = getattr(target, split), getattr(problem, f"target_{split}")
-        assert isinstance(mine, ClientData) and torch.equal(mine.x, theirs.x) and torch.equal(mine.y, theirs.y)
-        assert mine.noise_std == theirs.noise_std
-    # a source's file has only its own samples
+    _assert_target_splits(target, problem)
+    assert target.validation is None and manifest["sites"][-1]["validation"] == 0  # this cell keeps none
+    # a source's file has only its own samples: its training and validation splits
     first = torch.load(folders["fedgp"] / manifest["sites"][0]["file"], weights_only=True)
     assert first["x"].shape[0] == len(problem.sources[0]) and "labelled.x" not in first
+    assert first["validation.x"].shape[0] == len(problem.source_validation[0])
+    assert not [key for key in first if key.split(".")[0] in ("labelled", "unlabelled", "test")]
+    # the target's file has no source's samples
+    assert not {"x", "y", "validation.x"} & set(torch.load(folders["fedgp"] / "target.pt", weights_only=True))
+
+
+def _assert_target_splits(target, problem):
+    """The target's file holds the problem's target splits (its validation split where the cell keeps one)."""
+    for split in ("labelled", "unlabelled", "test", "validation"):
+        mine, theirs = getattr(target, split), getattr(problem, f"target_{split}")
+        if theirs is None:
+            assert mine is None
+            continue
+        assert isinstance(mine, ClientData) and torch.equal(mine.x, theirs.x) and torch.equal(mine.y, theirs.y)
+        assert mine.noise_std == theirs.noise_std
 
 
 def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkeypatch):
@@ -167,6 +185,7 @@ def test_updates_of_the_wrong_shape_or_with_non_finite_values_are_rejected():
     with pytest.raises(RejectedReply, match="torch.float64 update"):
         check_update(torch.zeros(5, dtype=torch.float64), 5, "s2", 0)
     assert Fault.parse("s1:2:drop:3") == Fault("s1", 2, "drop", 3)
+    assert Fault.parse("s1:2:drop-eval") == Fault("s1", 2, "drop-eval")
     for bad in ("s1:0:drop", "s1:2:explode", "s1:2", "s1:2:nan:0"):
         with pytest.raises(ValueError, match="SITE:ROUND:KIND"):
             Fault.parse(bad)
@@ -203,7 +222,8 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
     expected, expected_updates = _in_process(params, method)
     received = _received_updates(monkeypatch)
     history = simulation.simulate(folders[method], tmp_path / "result.json", timeout=120)
-    _assert_same_rounds(history, expected)  # metrics, β, fdabench's bytes
+    _assert_same_rounds(history, expected)  # metrics (validation metrics too), β, fdabench's bytes
+    assert all("source_val_accuracy" in record and "source_val_loss" in record for record in history["rounds"])
     updates = [[by_site[index] for index in sorted(by_site)] for _, by_site in received]
     assert len(updates) == len(expected_updates)
     for theirs, ours in zip(updates, expected_updates, strict=True):
@@ -246,6 +266,80 @@ def test_dropout_policies(exported, monkeypatch, tmp_path):
 
     with pytest.raises(SiteFailure, match="round 2 .*target: error reply"):
         simulation.simulate(folder, tmp_path / "target.json", "skip", timeout=120, faults=[Fault("target", 2, "drop")])
+
+
+def test_target_and_source_validation_over_flower_equal_the_in_process_loop(exported, monkeypatch, tmp_path):
+    """A cell that keeps target samples for validation: the target's file holds them apart from its labelled
+    samples, and the rounds' `target_val_*` and `source_val_*` over Flower are the in-process loop's."""
+    root, params, _ = exported
+    monkeypatch.chdir(root)
+    validated = _with_target_validation(params)
+    folder = tmp_path / "cell"
+    manifest = simulation.export_cell(validated, EXPERIMENT, "fedgp", TARGET, SEED, folder)
+    _, problem = _problem(validated, "fedgp")
+    assert len(problem.target_validation) == 4 and manifest["sites"][-1]["validation"] == 4
+    target = load_site(folder / "target.pt")
+    _assert_target_splits(target, problem)
+    assert target.samples == len(problem.target_labelled) == manifest["sites"][-1]["samples"]
+
+    expected, _ = _in_process(validated, "fedgp")
+    history = simulation.simulate(folder, tmp_path / "result.json", timeout=120)
+    _assert_same_rounds(history, expected)
+    keys = ("target_val_accuracy", "target_val_loss", "source_val_accuracy", "source_val_loss")
+    for mine, reference in zip(history["rounds"], expected["rounds"], strict=True):
+        assert [mine[key] for key in keys] == pytest.approx([reference[key] for key in keys], rel=1e-6, abs=1e-9)
+        assert mine["flower_events"] == []
+
+
+def _with_target_validation(params):
+    """The cells keep 4 of the target's labelled samples for validation (`config["validation"]`)."""
+    from fdabench.config import validate_params
+
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["validation"] = {"target_holdout": 4}
+    validated = validate_params(raw)
+    assert validated.cell(EXPERIMENT, "fedgp", TARGET, SEED).config["validation"] == {"target_holdout": 4}
+    return validated
+
+
+def test_a_source_missing_an_evaluation_under_skip(exported, monkeypatch, tmp_path):
+    """Under `skip`, a source that does not answer a round's evaluation is left out of that round's `source_val_*`
+    (the mean over the sources that answered) and the drop is recorded; the training and the target's metrics
+    are untouched. Under `fail` the run stops naming it."""
+    root, params, folders = exported
+    monkeypatch.chdir(root)
+    folder = folders["fedgp"]
+    source, other = (site["name"] for site in read_manifest(folder)["sites"][:2])
+    scores = []
+    reply = transport.FlowerSites._evaluation_reply
+
+    def record(self, site, content):
+        metrics = reply(self, site, content)
+        scores.append((self.round_index, site.name, metrics))
+        return metrics
+
+    monkeypatch.setattr(transport.FlowerSites, "_evaluation_reply", record)
+    expected, _ = _in_process(params, "fedgp")
+    skipped = simulation.simulate(
+        folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 3, "drop-eval")]
+    )
+    dropped = skipped["rounds"][2]
+    assert [(event["round"], event["site"]) for event in dropped["flower_events"]] == [(2, source)]
+    assert "error reply" in dropped["flower_events"][0]["event"]
+    answered = {name: metrics for round_index, name, metrics in scores if round_index == 2}
+    assert set(answered) == {"target", other}
+    held_out = {key: value for key, value in dropped.items() if key.startswith("source_val_")}
+    assert held_out == {f"source_val_{name}": value for name, value in answered[other]["validation"].items()}
+    assert {"source_val_accuracy", "source_val_loss"} <= set(held_out)
+    # the rest is the in-process loop's: the training, the target's metrics, the other rounds' source_val_*
+    reference = _without_timings(expected)
+    reference[2].update(held_out)
+    _assert_same_rounds(skipped, {"rounds": reference})
+
+    with pytest.raises(
+        SiteFailure, match=rf"round 3 \(dropout policy fail\): {re.escape(source)}: error reply .*evaluation"
+    ):
+        simulation.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 3, "drop-eval")])
 
 
 @pytest.mark.parametrize(

@@ -219,10 +219,18 @@ def dvc_outputs():
 
 def figure_outputs():
     outputs = [suite_pattern("TABLE_FIGURE", table=table) for table in PARAMS.tables()]
-    outputs += [suite_pattern("ROUNDS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names()]
-    outputs += [suite_pattern("BETAS_FIGURE", experiment=experiment) for experiment in PARAMS.experiment_names() if auto_cell_paths(experiment)]
+    # a sweep's per-round curves (draws x methods) are read by its selection rules, not drawn
+    drawn = [] if PARAMS.sweep() else PARAMS.experiment_names()
+    outputs += [suite_pattern("ROUNDS_FIGURE", experiment=experiment) for experiment in drawn]
+    outputs += [suite_pattern("BETAS_FIGURE", experiment=experiment) for experiment in drawn if auto_cell_paths(experiment)]
     outputs += [suite_pattern("FIGURE", figure=figure) for figure in PARAMS.figures()]
     return outputs
+
+
+def sweep_outputs():
+    """The active suite's sweep tables, tests and diagrams (fdabench.core.paths.sweep_outputs); none without a sweep."""
+    plan = PARAMS.sweep()
+    return [] if plan is None else paths.sweep_outputs(SUITE, plan["rules"])
 
 
 def cells_table_outputs():

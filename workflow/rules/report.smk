@@ -240,6 +240,33 @@ rule paper_vs_ours:
         "fdabench compare {input.cells:q} --csv {output.csv:q} --md {output.md:q} --html {output.html:q} > {log:q} 2>&1"
 
 
+# A sweep read with each selection rule (fdabench.report.sweep): tables with 95% intervals, paired tests, average
+# ranks and critical-difference diagrams, and every rule side by side; from the sweep's cells alone.
+if PARAMS.sweep():
+
+    rule sweep:
+        input:
+            cells=lambda wildcards: cell_paths(PARAMS.experiment_names()),
+        output:
+            [
+                report(update(path), caption="../report/sweep_rule.rst", category="Sweep", labels={"file": os.path.basename(path)})
+                if path.endswith((".html", ".png"))
+                else update(path)
+                for path in sweep_outputs()
+            ],
+        params:
+            rules=shlex.join(PARAMS.sweep()["rules"]),
+            reference=quoted_option("--reference", PARAMS.sweep().get("reference")),
+            early_stopping="--early-stopping" if PARAMS.sweep()["early_stopping"] else "",
+        log:
+            paths.fill(log("sweep"), suite=SUITE),
+        conda:
+            "../envs/fdabench.yaml"
+        shell:
+            "fdabench sweep {input.cells:q} --suite {SUITE:q} --rules {params.rules} {params.reference} "
+            "{params.early_stopping} > {log:q} 2>&1"
+
+
 wildcard_constraints:
     view=_alternatives(VIEWS),
 

@@ -47,8 +47,8 @@ def cell_rules(config: dict[str, Any]) -> CellRules:
 def load_problem(
     config: dict[str, Any], prepared: str, partition: str, device: torch.device
 ) -> tuple[FederatedProblem, str]:
-    """The cell's federated problem on `device` and its partition's content hash; refuses a partition of another
-    cell or one made from other prepared data."""
+    """The cell's federated problem on `device` (its `validation` settings keep target samples for validation) and
+    its partition's content hash; refuses a partition of another cell or one made from other prepared data."""
     payload = read_json(partition)
     split = Partition.from_json(payload)
     if (split.target, split.seed) != (config["target"], config["seed"]):
@@ -60,7 +60,7 @@ def load_problem(
             f"{payload['prepared_hash']} vs {data.content_hash}); rerun its partition job (snakemake reruns it when "
             "the prepared data changes)"
         )
-    return build_problem(data, split, device), payload["content_hash"]
+    return build_problem(data, split, device, config.get("validation")), payload["content_hash"]
 
 
 @dataclass(frozen=True)

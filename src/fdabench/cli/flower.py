@@ -84,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--fault",
         action="append",
         metavar="SITE:ROUND:KIND[:TIMES]",
-        help="simulate: a planned fault (drop, nan, shape) to rehearse the dropout policy (fdabench.flower.faults)",
+        help="simulate: a planned fault (drop, nan, shape, drop-eval) to rehearse the dropout policy "
+        "(fdabench.flower.faults)",
     )
     p.set_defaults(handler=cmd_flower)

@@ -20,6 +20,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         table_json,
         tidy_table,
         unlabelled_target_methods,
+        validation_notes,
     )
 
     try:
@@ -31,16 +32,17 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise CommandError(unreadable_cells_message(args.cells)) from None
     tidy = tidy_table(cells)
     unlabelled = unlabelled_target_methods(cells)
+    withheld = validation_notes(cells)
     if args.csv:
         write_text_atomic(args.csv, tidy.to_csv(index=False, float_format="%.6g"))
     if args.md:
-        write_text_atomic(args.md, markdown_table(tidy, args.title, unlabelled))
+        write_text_atomic(args.md, markdown_table(tidy, args.title, unlabelled, withheld))
     if args.json:
         write_json_atomic(args.json, table_json(tidy))
     if args.html:
-        write_text_atomic(args.html, html_table(tidy, args.title, unlabelled))
+        write_text_atomic(args.html, html_table(tidy, args.title, unlabelled, withheld))
     if not (args.csv or args.md or args.json or args.html):
-        print(markdown_table(tidy, args.title, unlabelled))
+        print(markdown_table(tidy, args.title, unlabelled, withheld))
     return 0
 
 
@@ -107,6 +109,86 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import os
+
+    from fdabench.cell.result import IncompleteCellError, MixedCodeError, check_same_code
+    from fdabench.core import paths
+    from fdabench.core.io import write_text_atomic
+    from fdabench.jobs.status import unreadable_cells_message
+    from fdabench.report import sweep
+    from fdabench.report.tables import html_page
+
+    outputs = {os.path.realpath(path) for path in paths.sweep_outputs(args.suite, args.rules)}
+    clashes = [cell for cell in args.cells if os.path.realpath(cell) in outputs]
+    if clashes:
+        raise CommandError(f"{clashes[0]} is both a cell given and an output of this command; nothing was written")
+    try:
+        cells = sweep.read_sweep_cells(args.cells)
+        if not args.allow_mixed_code:
+            check_same_code(dict(zip(args.cells, cells)))
+    except MixedCodeError as error:
+        raise CommandError(str(error)) from None
+    except IncompleteCellError:
+        raise CommandError(unreadable_cells_message(args.cells)) from None
+    title = args.title or args.suite
+    summaries = {}
+    for rule in args.rules:
+        try:
+            frame = sweep.sweep_frame(cells, rule, args.early_stopping)
+            selected = sweep.select(frame, rule)
+        except sweep.SelectionError as error:
+            raise CommandError(str(error)) from None
+        summary = sweep.summary_table(selected, rule)
+        reference = args.reference or summary["method"].iloc[0]
+        try:
+            tests = sweep.paired_tests(selected, reference)
+        except sweep.SelectionError as error:
+            raise CommandError(str(error)) from None
+        ranks, friedman, nemenyi = sweep.average_ranks(selected)
+        fill = {"suite": args.suite, "rule": rule}
+        figure = paths.fill(paths.SWEEP_FIGURE, **fill)
+        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks")
+        relative_figure = os.path.relpath(figure, os.path.dirname(paths.fill(paths.SWEEP_TABLE, ext="md", **fill)))
+        markdown = sweep.rule_markdown(
+            rule, title, frame, summary, tests, ranks, friedman, args.early_stopping, relative_figure
+        )
+        write_text_atomic(
+            paths.fill(paths.SWEEP_TABLE, ext="csv", **fill), summary.to_csv(index=False, float_format="%.6g")
+        )
+        write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="md", **fill), markdown)
+        write_text_atomic(paths.fill(paths.SWEEP_TESTS, **fill), tests.to_csv(index=False, float_format="%.6g"))
+        significance = sweep.significance_table(tests, ranks, summary["metric"].iloc[0])
+        caption = f"{title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == "oracle" else "")
+        page = html_page(
+            [(sweep.layout(summary), caption, True), (significance, f"against {reference}, and average ranks", True)],
+            sweep.notes(frame, rule, args.early_stopping, summary)
+            + [f"Friedman test over the blocks: p = {friedman:.3g}"],
+        )
+        write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="html", **fill), page)
+        summaries[rule] = summary
+        print(f"{rule}: {len(frame)} (method, target, trial, draw) values, {len(selected)} selections")
+    tidy = sweep.rules_summary(summaries)
+    higher = bool(cells[0]["higher_is_better"])
+    write_text_atomic(
+        paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="csv"), tidy.to_csv(index=False, float_format="%.6g")
+    )
+    markdown = sweep.summary_markdown(tidy, title, higher)
+    write_text_atomic(paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="md"), markdown)
+    pivot = tidy.assign(value=[sweep.format_interval(r.mean, r.ci_low, r.ci_high, r.metric) for r in tidy.itertuples()])
+    pivot = pivot.pivot_table(
+        index=["experiment", "method"], columns="rule", values="value", aggfunc="first", sort=False
+    )
+    write_text_atomic(
+        paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="html"),
+        html_page(
+            [(pivot[list(args.rules)], f"{title}: every selection rule (Avg over targets)", True)],
+            ["oracle: " + "an upper bound, selected on the test split; never a result."],
+        ),
+    )
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
@@ -166,6 +248,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--betas", required=True, help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)"
     )
     p.set_defaults(handler=cmd_plots)
+
+    p = sub.add_parser(
+        "sweep",
+        help="a sweep's cells read with each selection rule: results/<suite>/sweep_<rule>.{csv,md,html}, paired tests, "
+        "average ranks and a critical-difference diagram, and every rule side by side (sweep_rules.*)",
+    )
+    p.add_argument("cells", nargs="+", help="the sweep's cell result files (every draw, trial and fold)")
+    p.add_argument("--suite", required=True, help="the suite: outputs go to results/<suite>/")
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        default=["source_val", "target_val", "last", "oracle"],
+        choices=["source_val", "target_val", "last", "oracle"],
+        help="the selection rules (default: all)",
+    )
+    p.add_argument("--reference", help="the method every other is compared with (default: the first)")
+    p.add_argument("--early-stopping", action="store_true", help="rules also pick the round by validation")
+    p.add_argument("--title", help="title shown above the output")
+    p.add_argument("--allow-mixed-code", action="store_true", help="read cells that ran with different code")
+    p.set_defaults(handler=cmd_sweep)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
     p.add_argument("cells", nargs="+", help="cell result files")

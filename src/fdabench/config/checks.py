@@ -10,9 +10,9 @@ import math
 import re
 from typing import Any
 
-from fdabench.config import resolve
+from fdabench.config import resolve, sweep
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
-from fdabench.core import devices, paths
+from fdabench.core import devices, paths, search
 from fdabench.core.plugins import registration_hint
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
@@ -74,7 +74,7 @@ def _limit(raw: dict[str, Any], name: str) -> int:
     return (raw.get("limits") or {}).get(name, DEFAULT_LIMITS[name])
 
 
-def _cell_count(suite: dict[str, Any]) -> int:
+def _cell_count(raw: dict[str, Any], suite: dict[str, Any]) -> int:
     """How many cells the suite resolves to (without resolving them)."""
     count = 0
     for exp in suite["experiments"].values():
@@ -83,7 +83,7 @@ def _cell_count(suite: dict[str, Any]) -> int:
             partitioner = get_partitioner(resolve.partitioner_name(exp))
             targets = partitioner.target_names(get_dataset(exp["dataset"]), resolve.experiment_partition_options(exp))
         seeds = exp.get("seeds", suite.get("seeds", [0]))
-        count += len(resolve.experiment_methods(suite, exp)) * len(targets) * len(seeds)
+        count += len(resolve.expanded_methods(raw, suite, exp)) * len(targets) * len(seeds)
     return count
 
 
@@ -94,6 +94,11 @@ def _known_methods(raw: dict[str, Any]) -> list[str]:
 def _variant_errors(raw: dict[str, Any]) -> list[str]:
     problems = []
     for name, variant in (raw.get("methods") or {}).items():
+        if sweep.RESERVED_NAME.search(name):
+            problems.append(
+                f"methods.{name}: names ending in .draw<k> or .fold<f> are a sweep's cells; rename the variant"
+            )
+            continue
         algorithm = variant.get("algorithm", name)
         if algorithm not in METHODS:
             problems.append(
@@ -123,11 +128,14 @@ def _suite_errors(raw: dict[str, Any], suite_name: str, suite: dict[str, Any]) -
         for index, method in enumerate(suite.get("methods", []))
         if method not in known_methods
     ]
-    cells, limit = _cell_count(suite), _limit(raw, "cells")
+    sweep_problems = _sweep_errors(raw, suite, where_suite)
+    if sweep_problems:  # the cell count needs a usable sweep
+        return problems + sweep_problems
+    cells, limit = _cell_count(raw, suite), _limit(raw, "cells")
     if cells > limit:
         return problems + [
-            f"{where_suite}: {cells} cells (methods x targets x seeds), above the limit of {limit}; fewer seeds, "
-            f"targets or methods, or confirm with `limits: {{cells: {cells}}}` in params.yaml"
+            f"{where_suite}: {cells} cells (methods, with a sweep's draws, x targets x seeds), above the limit of "
+            f"{limit}; fewer seeds, targets or methods, or confirm with `limits: {{cells: {cells}}}` in params.yaml"
         ]
     for exp_name, exp in suite["experiments"].items():
         problems += _experiment_errors(raw, suite, f"{where_suite}.experiments.{exp_name}", exp)
@@ -203,6 +211,7 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += _model_errors(f"{where}.train", train)
     problems += _size_errors(raw, f"{where}.train", train)
     problems += _target_batch_errors(raw, where, exp, methods, train, partition_targets(raw, exp))
+    problems += _validation_errors(where, resolve_validation(suite, exp), partition_targets(raw, exp))
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -372,4 +381,101 @@ def _target_batch_errors(
                     f"per round of its {count} labelled samples; auto-weighting needs at least 2: set {setting} at "
                     f"most {count // 2}"
                 )
+    return problems
+
+
+def resolve_validation(suite: dict[str, Any], exp: dict[str, Any]) -> dict[str, Any]:
+    return sweep.validation(suite, exp)
+
+
+def _validation_errors(where: str, validation: dict[str, Any], labelled: dict[str, int]) -> list[str]:
+    """Target validation that contradicts itself or leaves a target nothing to train on or validate with."""
+    if "target_holdout" in validation and "target_folds" in validation:
+        return [f"{where}.validation: target_holdout and target_folds exclude each other (hold-out or k-fold)"]
+    problems = []
+    for target, count in labelled.items():
+        if "target_holdout" in validation and validation["target_holdout"] >= count:
+            problems.append(
+                f"{where}.validation.target_holdout: {validation['target_holdout']} of target {target!r}'s {count} "
+                f"labelled samples leaves none to train on; hold out at most {count - 1}"
+            )
+        if "target_folds" in validation and validation["target_folds"] > count:
+            problems.append(
+                f"{where}.validation.target_folds: {validation['target_folds']} folds of target {target!r}'s {count} "
+                f"labelled samples leaves a fold empty; use at most {count}"
+            )
+    return problems
+
+
+def _sweep_errors(raw: dict[str, Any], suite: dict[str, Any], where_suite: str) -> list[str]:
+    """A sweep names methods of its suite, spaces over their own hyper-parameters with usable bounds, and rules its
+    experiments can serve (target_val: target validation everywhere; source_val: held-out source samples)."""
+    plan = sweep.settings(suite)
+    if plan is None:
+        return []
+    where = f"{where_suite}.sweep"
+    in_suite = list(
+        dict.fromkeys(m for exp in suite["experiments"].values() for m in resolve.experiment_methods(suite, exp))
+    )
+    problems = []
+    for index, method in enumerate(plan.get("methods", [])):
+        if method not in in_suite:
+            problems.append(
+                f"{where}.methods[{index}]: {method!r} is not a method of the suite's experiments; its methods: "
+                f"{', '.join(in_suite)}"
+            )
+    swept = plan.get("methods", in_suite)
+    if "reference" in plan and plan["reference"] not in in_suite:
+        problems.append(
+            f"{where}.reference: {plan['reference']!r} is not a method of the suite's experiments; its methods: "
+            f"{', '.join(in_suite)}"
+        )
+    for method, overrides in plan["spaces"].items():
+        if method not in swept:
+            problems.append(f"{where}.spaces.{method}: {method!r} is not swept; swept methods: {', '.join(swept)}")
+            continue
+        algorithm = _valid_algorithm(raw, method)
+        if algorithm is None:
+            continue
+        schema = METHODS.get(algorithm).hparams_schema
+        for name, spec in overrides.items():
+            if name not in schema:
+                problems.append(
+                    f"{where}.spaces.{method}.{name}: {algorithm} has no hyper-parameter {name!r}; its "
+                    f"hyper-parameters: {', '.join(schema) or '(none)'}"
+                )
+            elif spec is not None:
+                problems += _spec_errors(f"{where}.spaces.{method}.{name}", spec, schema[name])
+    for name, spec in plan["train_spaces"].items():
+        if name not in plan["train"]:
+            problems.append(f"{where}.train_spaces.{name}: {name!r} is not in sweep.train, so it is not varied")
+        problems += _spec_errors(f"{where}.train_spaces.{name}", spec, TRAIN_SCHEMA[name])
+    if plan["search"] == "grid" and "draws" in suite["sweep"]:
+        problems.append(f"{where}.draws: a grid search runs every grid point; set grid_points, or search: random")
+    for exp_name, exp in suite["experiments"].items():
+        if "target_val" in plan["rules"] and not resolve_validation(suite, exp):
+            problems.append(
+                f"{where}.rules: target_val needs target validation in experiment {exp_name!r}: set validation: "
+                "{target_holdout: n} (or target_folds) in the suite or the experiment"
+            )
+        partitioner = get_partitioner(resolve.partitioner_name(exp))
+        if "source_val" in plan["rules"] and not partitioner.holds_out_sources:
+            problems.append(
+                f"{where}.rules: source_val needs held-out source samples, and experiment {exp_name!r}'s partitioner "
+                f"{partitioner.name} holds none out; drop source_val from sweep.rules"
+            )
+    return problems
+
+
+def _spec_errors(where: str, spec: dict[str, Any], setting_schema: dict[str, Any]) -> list[str]:
+    """A search distribution with ordered bounds whose every end (or choice) is a valid value of the setting."""
+    problem = search.spec_problem(spec)
+    if problem:
+        return [f"{where}: {problem}"]
+    value_schema = {key: value for key, value in setting_schema.items() if key not in ("search", "default")}
+    kind, arguments = search.spec_kind(spec)
+    problems = []
+    for value in arguments:
+        for message in schema_errors(value, value_schema):
+            problems.append(f"{where}: {kind} value {value!r} is not a valid setting ({message.split(': ', 1)[-1]})")
     return problems

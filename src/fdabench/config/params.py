@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from fdabench.config import resolve
+from fdabench.config import resolve, sweep
 from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
 from fdabench.config.extends import expand_suites
 from fdabench.config.schema import (
@@ -166,7 +166,9 @@ class Params:
         return resolve.experiment_seeds(self.suite, self.experiment(experiment))
 
     def methods(self, experiment: str) -> list[str]:
-        return resolve.experiment_methods(self.suite, self.experiment(experiment))
+        """The method names of the experiment's cells (a sweep's draws and folds spelled out:
+        `fdabench.config.resolve.expanded_methods`)."""
+        return resolve.expanded_methods(self.raw, self.suite, self.experiment(experiment))
 
     def resources(self, experiment: str) -> dict[str, int]:
         """Scheduler resources of the experiment's training jobs (`fdabench.config.resolve.resources`)."""
@@ -215,13 +217,14 @@ class Params:
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)
+        base, draw, fold = sweep.parse_name(method) if sweep.RESERVED_NAME.search(method) else (method, None, None)
         config = {
             "suite": self.suite_name,
             "experiment": experiment,
             "dataset": exp["dataset"],
             "method": method,
-            "algorithm": resolve.algorithm_of(self.raw, method),
-            "hparams": resolve.hparams(self.raw, exp, method, target),
+            "algorithm": resolve.algorithm_of(self.raw, base),
+            "hparams": resolve.hparams(self.raw, exp, base, target),
             "target": target,
             "seed": int(seed),
             "dataset_options": self.dataset_options(exp["dataset"], experiment),
@@ -231,7 +234,19 @@ class Params:
             "device": self.cell_device,
             "published": exp.get("published"),
         }
+        if draw is not None:
+            plan = sweep.settings(self.suite)
+            values = sweep.draw_values(experiment, base, draw, plan, resolve.method_spaces(self.raw, self.suite, base))
+            sweep.apply_draw(config["hparams"], config["train"], values)
+            config["sweep"] = {"method": base, "draw": draw, "values": values}
+        validation = sweep.validation(self.suite, exp)
+        if validation:
+            config["validation"] = validation if fold is None else {**validation, "target_fold": fold}
         return Cell(self.suite_name, experiment, method, target, int(seed), config)
+
+    def sweep(self) -> dict[str, Any] | None:
+        """The active suite's sweep settings with their defaults (`fdabench.config.sweep.settings`), or None."""
+        return sweep.settings(self.suite)
 
     def tables(self) -> dict[str, dict[str, Any]]:
         return dict(self.suite.get("tables") or {})

@@ -11,7 +11,11 @@ cell resolution both call these functions, so what is checked is what runs.
                        < experiment `method_options.<name>` (the first step is `Method.with_defaults`, which a
                        method's constructor also applies: methods import nothing of the config package)
     seeds              `[0]` < suite `seeds` < experiment `seeds` (each replaces the one before)
-    methods            suite `methods` < experiment `methods` (the one given replaces the other)
+    methods            suite `methods` < experiment `methods` (the one given replaces the other); a suite's
+                       `sweep` turns each swept method into its draws (and k-fold validation into folds):
+                       `expanded_methods`, `fdabench.config.sweep`
+    validation         suite `validation` < experiment `validation` (the one given replaces the other)
+    a sweep's draw     the cell's hyper-parameters and training settings as above < the draw's values
     resources          TRAINING_RESOURCES < suite `resources` < experiment `resources` (key by key)
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from fdabench.config import sweep
 from fdabench.data import get_dataset, partition_options
 from fdabench.federation.settings import TRAIN_DEFAULTS
 from fdabench.methods import METHODS
@@ -67,8 +72,37 @@ def train_settings(suite: dict[str, Any], experiment: dict[str, Any]) -> dict[st
 
 
 def algorithm_of(raw: dict[str, Any], method: str) -> str:
-    """The registered algorithm of a method variant (a variant's name defaults to its algorithm)."""
+    """The registered algorithm of a method variant (a variant's name defaults to its algorithm), or of a sweep's
+    draw of one (`<variant>.draw<k>`)."""
+    method = sweep_base(method)
     return (raw.get("methods") or {}).get(method, {}).get("algorithm", method)
+
+
+def sweep_base(method: str) -> str:
+    """The method variant a sweep's `<variant>.draw<k>` / `.fold<f>` name stands for (any other name: itself)."""
+    return sweep.parse_name(method)[0] if sweep.RESERVED_NAME.search(method) else method
+
+
+def method_spaces(raw: dict[str, Any], suite: dict[str, Any], method: str) -> dict[str, dict[str, Any]]:
+    """The swept settings of `method` under the suite's sweep (`fdabench.config.sweep.spaces`)."""
+    return sweep.spaces(algorithm_of(raw, method), method, sweep.settings(suite))
+
+
+def expanded_methods(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
+    """The method names of the experiment's cells: each swept method once per draw, each method once per fold of
+    k-fold target validation, the others as they are."""
+    plan = sweep.settings(suite)
+    methods = experiment_methods(suite, experiment)
+    swept = set(sweep.swept_methods(suite, methods))
+    fold_count = sweep.folds(suite, experiment)
+    folds = [None] if fold_count == 1 else list(range(fold_count))
+    names = []
+    for method in methods:
+        draws = [None]
+        if method in swept and algorithm_of(raw, method) in METHODS:
+            draws = list(range(sweep.draw_count(plan, method_spaces(raw, suite, method))))
+        names += [sweep.sweep_name(method, draw, fold) for draw in draws for fold in folds]
+    return names
 
 
 def variant_hparams(raw: dict[str, Any], method: str, target: str | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema
 
+from fdabench.config.sweep import SWEEP_SETTINGS, VALIDATION_SETTINGS
 from fdabench.core.errors import ParamsError  # noqa: F401  (raised by the config package)
 from fdabench.core.metrics import METRICS
 from fdabench.core.plugins import registration_hint
@@ -112,6 +113,11 @@ def params_schema() -> dict[str, Any]:
         "cell's identity)",
     )
     seeds = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True}
+    validation = object_schema(
+        copy.deepcopy(VALIDATION_SETTINGS),
+        description="validation a model-selection rule may read: the sources' held-out samples are always scored "
+        "where the partition holds some out; these keep some of the target's labelled samples (never trained on)",
+    )
     experiment = object_schema(
         {
             "dataset": {"enum": DATASETS.names(), "description": "dataset registry name"},
@@ -143,6 +149,7 @@ def params_schema() -> dict[str, Any]:
             },
             "train": train,
             "resources": resources,
+            "validation": {**validation, "description": "the experiment's validation (replaces the suite's)"},
         },
         required=["dataset"],
     )
@@ -205,6 +212,12 @@ def params_schema() -> dict[str, Any]:
                 "additionalProperties": theory_check,
             },
             "figures": {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}, "additionalProperties": figure},
+            "validation": validation,
+            "sweep": object_schema(
+                copy.deepcopy(SWEEP_SETTINGS),
+                description="a hyper-parameter sweep: each swept method runs once per draw (`<method>.draw<k>`); "
+                "per-rule tables results/<suite>/sweep_<rule>.* (docs: Comparing rules fairly)",
+            ),
         },
         required=["experiments"],
     )

@@ -15,6 +15,13 @@ THEORY_INIT = "results/initial/{suite}/{experiment}/{target}/seed{seed}.json"
 TABLE = "results/{suite}/{table}.{ext}"
 THEORY_REPORT = "results/{suite}/{check}.{ext}"
 PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
+#: a sweep read with one selection rule (fdabench.report.sweep): the table, its paired tests, its CD diagram
+SWEEP_TABLE = "results/{suite}/sweep_{rule}.{ext}"
+SWEEP_TESTS = "results/{suite}/sweep_{rule}_tests.csv"
+SWEEP_FIGURE = "results/{suite}/figures/sweep_{rule}_cd.png"
+#: every rule side by side (methods x rules)
+SWEEP_RULES = "results/{suite}/sweep_rules.{ext}"
+SWEEP_EXTENSIONS = ("csv", "md", "html")
 ROUNDS_FIGURE = "results/{suite}/figures/{experiment}_rounds.png"
 BETAS_FIGURE = "results/{suite}/figures/{experiment}_betas.png"
 FIGURE = "results/{suite}/figures/{figure}.png"
@@ -49,6 +56,7 @@ LOGS = {
     "theory_report": "results/logs/theory/{suite}/{check}.log",
     "table": "results/logs/tables/{suite}/{table}.log",
     "paper_vs_ours": "results/logs/tables/{suite}/paper_vs_ours.log",
+    "sweep": "results/logs/tables/{suite}/sweep.log",
     "metrics": "results/logs/tables/{suite}/metrics.log",
     "dvc_plots": "results/logs/tables/{suite}/dvc_plots.log",
     "figure_rounds": "results/logs/figures/{suite}/{experiment}_rounds.log",
@@ -65,6 +73,15 @@ _FIELD = re.compile(r"\{(\w+)\}")
 def fill(pattern: str, **values: Any) -> str:
     """`pattern` with the given fields filled in; fields not given stay as Snakemake wildcards."""
     return _FIELD.sub(lambda match: str(values[match[1]]) if match[1] in values else match[0], pattern)
+
+
+def sweep_outputs(suite: str, rules: list[str]) -> list[str]:
+    """Every file `fdabench sweep` writes for a suite read with `rules`."""
+    outputs = []
+    for rule in rules:
+        outputs += [fill(SWEEP_TABLE, suite=suite, rule=rule, ext=ext) for ext in SWEEP_EXTENSIONS]
+        outputs += [fill(SWEEP_TESTS, suite=suite, rule=rule), fill(SWEEP_FIGURE, suite=suite, rule=rule)]
+    return outputs + [fill(SWEEP_RULES, suite=suite, ext=ext) for ext in SWEEP_EXTENSIONS]
 
 
 def active_view(path: str, suite: str) -> tuple[str, str]:

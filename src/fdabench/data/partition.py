@@ -120,6 +120,9 @@ class Partitioner(ABC):
     #: dataset's own `default_partition` does not apply) is derived from them.
     options_schema: ClassVar[dict[str, Any]] = {}
     default_options: ClassVar[dict[str, Any]] = {}
+    #: whether its partitions hold samples of each source domain out of training (`Partition.holdout`): what the
+    #: `source_val` selection rule scores
+    holds_out_sources: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -171,6 +174,7 @@ class LeaveOneDomainOut(Partitioner):
     label when every class has more than 2 samples), so seeds only change which 'in' samples are labelled."""
 
     name = "leave_one_domain_out"
+    holds_out_sources = True
     options_schema = {
         "holdout_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.2},
         "holdout_split": {

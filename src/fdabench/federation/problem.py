@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,6 +45,15 @@ class ClientData:
         return self.y if index is None else self.y[index]
 
 
+def subset(name: str, data: ClientData, positions: Tensor) -> ClientData:
+    """The samples of `data` at `positions`, with their fixed noise and auxiliary labels (a redrawing generator is
+    shared)."""
+    positions = positions.to(data.y.device)
+    noise = None if data.noise is None else data.noise[positions]
+    aux = {key: values[positions] for key, values in data.aux.items()}
+    return ClientData(name, data.x[positions], data.y[positions], data.noise_std, noise, data.generator, aux)
+
+
 def concatenate(name: str, parts: list[ClientData]) -> ClientData:
     """Samples of several clients as one (noise settings must agree)."""
     first = parts[0]
@@ -72,11 +82,17 @@ class FederatedProblem:
     target_unlabelled: ClientData
     target_test: ClientData
     aux_classes: dict[str, int] = field(default_factory=dict)  # auxiliary label -> number of classes
+    #: each source's held-out samples that no client trains on (DomainBed's 'out' splits), in source order; empty
+    #: where the partition holds none out
+    source_validation: list[ClientData] = field(default_factory=list)
+    #: the target's labelled samples kept for validation (never trained on: `target_labelled` is the rest), or None
+    target_validation: ClientData | None = None
 
     def noise_generators(self) -> list[torch.Generator]:
         """The generators that redraw feature noise at every read (one shared by the target's splits), each once:
         part of a run's random state, so a checkpoint saves them with the clients' streams."""
         clients = [*self.sources, self.target_labelled, self.target_unlabelled, self.target_test]
+        clients += [*self.source_validation, *([self.target_validation] if self.target_validation else [])]
         unique = {id(c.generator): c.generator for c in clients if c.generator is not None}
         return list(unique.values())
 
@@ -86,6 +102,30 @@ class FederatedProblem:
 
 
 TRANSFORMS = ("target_noise", "standardize")
+#: the stream that splits the target's labelled samples into training and validation (`target_validation_positions`)
+TARGET_VALIDATION_STREAM = 0x7461_7267_7661_6C  # "targval"
+
+
+def target_validation_positions(count: int, seed: int, validation: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(training positions, validation positions) of the target's `count` labelled samples under the cell's
+    `validation` settings: a seeded permutation of the samples; with `target_folds` k > 1 fold `target_fold` of its
+    k near-equal parts validates (k-fold), else its first `target_holdout` samples do (hold-out). Both sorted."""
+    folds = int(validation.get("target_folds", 1))
+    order = np.random.default_rng(np.random.SeedSequence([seed, TARGET_VALIDATION_STREAM])).permutation(count)
+    if folds > 1:
+        if count < folds:
+            raise ValueError(f"{count} labelled target samples cannot be split into {folds} validation folds")
+        held = np.array_split(order, folds)[int(validation.get("target_fold", 0))]
+    else:
+        size = int(validation.get("target_holdout", 0))
+        if not 0 < size < count:
+            raise ValueError(
+                f"target_holdout = {size} of {count} labelled target samples; keep at least one to train on and one "
+                "to validate"
+            )
+        held = order[:size]
+    kept = np.setdiff1d(np.arange(count), held)
+    return kept, np.sort(held)
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
@@ -114,7 +154,12 @@ def per_domain_standardizer(training: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return median, imputed.mean(axis=0), imputed.std(axis=0, ddof=1) + 1e-9
 
 
-def build_problem(prepared: PreparedDataset, partition: Partition, device: torch.device | str) -> FederatedProblem:
+def build_problem(
+    prepared: PreparedDataset,
+    partition: Partition,
+    device: torch.device | str,
+    validation: dict[str, Any] | None = None,
+) -> FederatedProblem:
     """Gather each client's samples from the prepared domains and move them to `device` once.
 
     Partition transforms: `standardize` imputes missing inputs with the median and scales them to zero mean
@@ -127,6 +172,10 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
     ("fixed", reproducible) or afresh at every read ("redraw", as the published code; still seeded).
     Datasets whose features are fitted per target (Amazon's vocabulary, on the sources' text) list each
     target's columns in `meta["target_feature_columns"]`; only those are kept.
+
+    Validation: the partition's held-out samples of each source domain validate that source
+    (`source_validation`); a cell's `validation` settings with `target_holdout` or `target_folds` keep some of
+    the target's labelled samples for validation (`target_validation_positions`), which no client trains on.
     """
     if partition.dataset != prepared.name:
         raise ValueError(f"partition is for {partition.dataset!r}, prepared data is {prepared.name!r}")
@@ -189,13 +238,24 @@ def build_problem(prepared: PreparedDataset, partition: Partition, device: torch
                 data.generator = noise_generator
         return data
 
+    target_labelled = gather(partition.target_labelled, noisy=True)
+    target_validation = None
+    if validation and (validation.get("target_holdout") or validation.get("target_folds", 1) > 1):
+        kept, held = target_validation_positions(len(target_labelled), partition.seed, validation)
+        labelled = target_labelled
+        target_labelled = subset(labelled.name, labelled, torch.from_numpy(kept))
+        target_validation = subset(f"{labelled.name}_validation", labelled, torch.from_numpy(held))
+    holdouts = {client.domain: client for client in partition.holdout}
+    source_holdouts = [holdouts.get(client.domain) for client in partition.sources]
     return FederatedProblem(
         task=prepared.task,
         num_outputs=prepared.num_outputs,
         input_shape=input_shape,
         sources=[gather(client) for client in partition.sources],
-        target_labelled=gather(partition.target_labelled, noisy=True),
+        target_labelled=target_labelled,
         target_unlabelled=gather(partition.target_unlabelled, noisy=True),
         target_test=gather(partition.target_test, noisy=True),
         aux_classes=dict(prepared.meta.get("auxiliary_classes", {})),
+        source_validation=[gather(h) for h in source_holdouts] if all(source_holdouts) else [],
+        target_validation=target_validation,
     )

@@ -21,6 +21,7 @@ from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
+from fdabench.federation.validation import validation_metrics
 
 
 def client_generator(seed: int, client_index: int) -> torch.Generator:
@@ -161,8 +162,10 @@ class LocalSites:
         )
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
-        """The model on the target's test split; the loop's model (shared) already holds `params` and `buffers`."""
-        return evaluate(self.space.model, self.problem.target_test, self.problem.task, self.eval_batch_size)
+        """The model on the target's test split, and on the validation splits (`validation_metrics`); the loop's
+        model (shared) already holds `params` and `buffers`."""
+        score = lambda data: evaluate(self.space.model, data, self.problem.task, self.eval_batch_size)
+        return {**score(self.problem.target_test), **validation_metrics(self.problem, score)}
 
     def random_streams(self) -> list[torch.Generator]:
         return [*self.generators, *self.problem.noise_generators()]

@@ -102,7 +102,14 @@ def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -
     data = site_for(context, defaults).data
     identity = ConfigRecord({"name": data.name, "role": data.role, "shape": json.dumps(data.shape)})
     return Message(
-        RecordDict({"config": identity, "metrics": MetricRecord({"index": data.index, "samples": data.samples})}),
+        RecordDict(
+            {
+                "config": identity,
+                "metrics": MetricRecord(
+                    {"index": data.index, "samples": data.samples, "validation": data.validation_samples}
+                ),
+            }
+        ),
         reply_to=message,
     )
 
@@ -142,9 +149,9 @@ def handle_evaluate(message: Message, context: Context, defaults: dict[str, Any]
     site = site_for(context, defaults)
     _restore_streams(site, context)
     values = messages.tensors(message.content.array_records["arrays"])
-    metrics = site.evaluate(values["params"], messages.listed(values, "buffers"))
-    _save_streams(site, context)  # the test split may redraw its feature noise
-    return Message(RecordDict({"metrics": messages.metrics_record(metrics)}), reply_to=message)
+    scores = site.evaluate(values["params"], messages.listed(values, "buffers"))
+    _save_streams(site, context)  # the target's test and validation splits may redraw their feature noise
+    return Message(messages.evaluation_reply(scores), reply_to=message)
 
 
 def make_client_app(defaults: dict[str, Any] | None = None) -> ClientApp:
@@ -169,8 +176,8 @@ def make_client_app(defaults: dict[str, Any] | None = None) -> ClientApp:
 
 # -- the server (ServerApp) ---------------------------------------------------------------------------------
 def say_hello(grid: Grid, cell: dict[str, Any], timeout: float) -> tuple[dict[str, SiteInfo], list[str]]:
-    """Send the cell to every connected SuperNode; each site's name, role, position, samples and node id, and why
-    the nodes that answered with an error did (e.g. a site file that is not there)."""
+    """Send the cell to every connected SuperNode; each site's name, role, position, samples, node id and validation
+    samples, and why the nodes that answered with an error did (e.g. a site file that is not there)."""
     nodes = list(grid.get_node_ids())
     content = RecordDict({"config": messages.cell_config(cell)})
     outgoing = [Message(content, dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
@@ -187,6 +194,7 @@ def say_hello(grid: Grid, cell: dict[str, Any], timeout: float) -> tuple[dict[st
             int(counts["samples"]),
             reply.metadata.src_node_id,
             json.loads(str(identity["shape"])),
+            int(counts.get("validation", 0)),
         )
     return sites, errors
 

@@ -2,12 +2,15 @@
 dropout policy can be tried (and tested) before real sites fail.
 
 A fault is `SITE:ROUND:KIND[:TIMES]`: at site SITE, in round ROUND (counted from 1, as the server's messages count
-them), the first TIMES (default 1) training requests (the server numbers its attempts) fail with KIND:
+them), the first TIMES (default 1) training requests, or evaluation requests for `drop-eval` (the server numbers
+its attempts), fail with KIND:
 
 - `drop`: the site answers with an error and does not train (as a site that went away); its random streams do
   not move, so a retried request trains exactly as it would have;
 - `nan`: the site trains, then sends an update with a NaN in it;
-- `shape`: the site trains, then sends its update cut short by one value."""
+- `shape`: the site trains, then sends its update cut short by one value;
+- `drop-eval`: the site trains as asked, then answers the round's evaluation request with an error and scores
+  nothing (a source that went away before scoring its validation split; its streams do not move either)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from flwr.clientapp import ClientApp
 
 from fdabench.flower import apps, messages
 
-KINDS = ("drop", "nan", "shape")
+KINDS = ("drop", "nan", "shape", "drop-eval")
+#: the kinds that fail an evaluation request (the others fail training requests)
+EVALUATION_KINDS = ("drop-eval",)
 
 
 class SiteDropped(RuntimeError):
@@ -49,9 +54,12 @@ class Fault:
         return cls(parts[0], int(parts[1]), parts[2], times)
 
 
-def _due(faults: list[Fault], site: str, round_number: int, attempt: int) -> Fault | None:
-    """The fault planned for this request: its site and round, and one of the first `times` attempts."""
+def _due(faults: list[Fault], site: str, round_number: int, attempt: int, evaluation: bool) -> Fault | None:
+    """The fault planned for this request: its site and round, one of the first `times` attempts, and a kind of
+    fault of its message (an evaluation request, or a training request)."""
     for fault in faults:
+        if (fault.kind in EVALUATION_KINDS) != evaluation:
+            continue
         if fault.site == site and fault.round == round_number and attempt < fault.times:
             return fault
     return None
@@ -70,7 +78,7 @@ def make_faulty_client_app(faults: list[Fault], defaults: dict[str, Any] | None 
     def train(message: Message, context: Context) -> Message:
         site = apps.site_for(context, defaults).data.name
         config = message.content.config_records["config"]
-        fault = _due(faults, site, int(config["round"]) + 1, int(config["attempt"]))
+        fault = _due(faults, site, int(config["round"]) + 1, int(config["attempt"]), evaluation=False)
         if fault is not None and fault.kind == "drop":
             raise SiteDropped(f"{site} dropped out in round {fault.round} (a planned fault)")
         reply = apps.handle_train(message, context, defaults)
@@ -88,6 +96,11 @@ def make_faulty_client_app(faults: list[Fault], defaults: dict[str, Any] | None 
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
+        site = apps.site_for(context, defaults).data.name
+        config = message.content.config_records["config"]
+        fault = _due(faults, site, int(config["round"]) + 1, int(config["attempt"]), evaluation=True)
+        if fault is not None:
+            raise SiteDropped(f"{site} dropped out of the evaluation in round {fault.round} (a planned fault)")
         return apps.handle_evaluate(message, context, defaults)
 
     return app

@@ -11,12 +11,18 @@ bit for bit), settings in `ConfigRecord`s, counts and metrics in `MetricRecord`s
   `source_counts` and `source_steps`; `global` θ (4m B) only where the start differs from it; config: the local
   and round settings, the round, the stream, the source names. Reply: arrays `update` g_T (4m B), for
   auto-weighting `estimates.*` (σ², d², τ²d², δ, ... per source: about 6N float64 values); metrics samples, steps.
-- `evaluate`, server → target: arrays `params` θ (4m B) and buffers. Reply: metrics loss and accuracy (and AUC),
-  or MSE.
+- `evaluate`, server → target: arrays `params` θ (4m B) and buffers; config the round. Reply: metrics `metrics`,
+  the global model on the target's test split: loss and accuracy (and AUC), or MSE (< 100 B); where the target
+  keeps a validation split, also metrics `validation`, the same metrics on it (< 100 B).
+- `evaluate`, server → each source that holds a validation split (its held-out samples), in the same round trip:
+  arrays `params` θ (4m B) and buffers; config the round. Reply: metrics `validation`, the global model's metrics
+  on the source's validation split (< 100 B). The server records the mean over the sources
+  (`fdabench.federation.validation`), so only these scores leave a site, never its validation samples.
 
 fdabench's own count (`bytes_uplink`, `bytes_downlink` in a round's record) is the updates, sample counts and
-estimates Algorithm 1 sends; Flower's count (`ArrayRecord.count_bytes` and friends, recorded per round as
-`flower_bytes_*`) adds the `.npy` headers, keys, settings, the evaluation round trip and the hello."""
+estimates Algorithm 1 sends: no evaluation, in process as through Flower. Flower's count (`ArrayRecord.count_bytes`
+and friends, recorded per round as `flower_bytes_*`) adds the `.npy` headers, keys, settings, the evaluation round
+trips (the target's and the sources' validation) and the hello."""
 
 from __future__ import annotations
 
@@ -94,3 +100,27 @@ def check_update(update: Tensor, size: int, site: str, round_index: int) -> Tens
 
 def metrics_record(values: dict[str, Any]) -> MetricRecord:
     return MetricRecord({key: float(value) for key, value in values.items() if value is not None})
+
+
+#: an evaluation reply's record of the target's test metrics, and of a site's validation metrics
+TEST_METRICS, VALIDATION_METRICS = "metrics", "validation"
+
+
+def evaluation_reply(scores: dict[str, dict[str, float]]) -> RecordDict:
+    """A site's evaluation reply from its metrics by split (`Site.evaluate`: `test`, `validation`)."""
+    names = {"test": TEST_METRICS, "validation": VALIDATION_METRICS}
+    return RecordDict({names[split]: metrics_record(values) for split, values in scores.items()})
+
+
+def evaluation_metrics(
+    content: RecordDict, site: str, role: str, validation: bool, round_index: int
+) -> dict[str, dict[str, float]]:
+    """{"test": ..., "validation": ...} of a site's evaluation reply: the target's test metrics, and the validation
+    metrics of a site that holds a validation split (`validation`); a reply without them is rejected."""
+    expected = {"test": TEST_METRICS} if role == "target" else {}
+    if validation:
+        expected["validation"] = VALIDATION_METRICS
+    missing = [record for record in expected.values() if record not in content.metric_records]
+    if missing:
+        raise RejectedReply(f"round {round_index + 1}: {site} sent no {' or '.join(missing)} metrics")
+    return {split: dict(content.metric_records[record]) for split, record in expected.items()}

@@ -1,11 +1,15 @@
 """One file per site: what a hospital would hold of a cell's federated problem, and nothing of the others'.
 
 `export_sites` splits a cell's problem (its prepared data and partition, `fdabench.cell.setup.load_cell`) into
-`<site>.pt` files: each source's samples, and the target's labelled, unlabelled and test splits. Each file keeps
-the inputs as stored (uint8 pixels stay uint8), the labels, auxiliary labels and feature noise (a fixed noise
-tensor, or the state of the generator that redraws it at every read), so a site rebuilds exactly the
-`ClientData` the in-process loop trains on. `sites.json` lists the sites with their role, position and sample
-count, and the problem's shape. The files hold tensors only and are read with `torch.load(weights_only=True)`."""
+`<site>.pt` files: each source's samples and its held-out validation samples (`FederatedProblem.source_validation`,
+where the partition holds some out), and the target's labelled, unlabelled and test splits and its validation
+split (`FederatedProblem.target_validation`, where the cell keeps one). Validation samples stay at their own site:
+only the scores of the global model on them reach the server. Each file keeps the inputs as stored (uint8 pixels
+stay uint8), the labels, auxiliary labels and feature noise (a fixed noise tensor, or the state of the generator
+that redraws it at every read), so a site rebuilds exactly the `ClientData` the in-process loop trains and scores
+on. `sites.json` lists the sites with their role, position, sample count and validation samples (0: the site holds
+no validation split), and the problem's shape. The files hold tensors only and are read with
+`torch.load(weights_only=True)`."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from fdabench.federation.problem import ClientData, FederatedProblem
 MANIFEST = "sites.json"
 TARGET = "target"
 TARGET_SPLITS = ("labelled", "unlabelled", "test")
+#: the prefix of a site's validation split in its file (a source's held-out samples, the target's kept ones)
+VALIDATION = "validation"
 
 
 @dataclass(frozen=True)
@@ -74,16 +80,33 @@ def export_sites(problem: FederatedProblem, folder: str | os.PathLike) -> dict[s
     folder.mkdir(parents=True, exist_ok=True)
     shape = shape_of(problem)
     sites = []
+    if problem.source_validation and len(problem.source_validation) != len(problem.sources):
+        raise ValueError(
+            f"{len(problem.source_validation)} source validation splits for {len(problem.sources)} sources"
+        )
     for index, source in enumerate(problem.sources):
         file = f"{source.name}.pt"
         identity = {"name": source.name, "role": "source", "index": index, "shape": shape}
+        validation = problem.source_validation[index] if problem.source_validation else None
+        held = {} if validation is None else _client_tensors(validation, f"{VALIDATION}.")
         with atomic_path(folder / file) as path:
-            torch.save({**identity, **_client_tensors(source)}, path)
-        sites.append({"name": source.name, "role": "source", "index": index, "file": file, "samples": len(source)})
+            torch.save({**identity, **_client_tensors(source), **held}, path)
+        sites.append(
+            {
+                "name": source.name,
+                "role": "source",
+                "index": index,
+                "file": file,
+                "samples": len(source),
+                VALIDATION: _validation_samples(validation),
+            }
+        )
     target: dict[str, Any] = {"name": TARGET, "role": TARGET, "index": len(problem.sources), "shape": shape}
     generator = None
-    for split in TARGET_SPLITS:
-        data = getattr(problem, f"target_{split}")
+    splits = {split: getattr(problem, f"target_{split}") for split in TARGET_SPLITS}
+    if problem.target_validation is not None:
+        splits[VALIDATION] = problem.target_validation
+    for split, data in splits.items():
         target.update(_client_tensors(data, f"{split}."))
         generator = generator or data.generator
     if generator is not None:  # the target's splits share one noise generator (redrawn at every read)
@@ -97,11 +120,16 @@ def export_sites(problem: FederatedProblem, folder: str | os.PathLike) -> dict[s
             "index": len(problem.sources),
             "file": f"{TARGET}.pt",
             "samples": len(problem.target_labelled),
+            VALIDATION: _validation_samples(problem.target_validation),
         }
     )
     manifest = {**shape, "sites": sites}
     write_json_atomic(folder / MANIFEST, manifest)
     return manifest
+
+
+def _validation_samples(data: ClientData | None) -> int:
+    return 0 if data is None else len(data)
 
 
 def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
@@ -119,8 +147,8 @@ def problem_shape(manifest: dict[str, Any]) -> ProblemShape:
 
 @dataclass
 class SiteData:
-    """One site's samples: a source's `data`, or the target's three splits (sharing one noise generator); its
-    name, role, position and the problem's shape."""
+    """One site's samples: a source's `data`, or the target's three splits (sharing one noise generator), and the
+    site's `validation` split where it holds one; its name, role, position and the problem's shape."""
 
     name: str
     role: str
@@ -130,12 +158,18 @@ class SiteData:
     labelled: ClientData | None = None
     unlabelled: ClientData | None = None
     test: ClientData | None = None
+    validation: ClientData | None = None
     noise_generator: torch.Generator | None = None
 
     @property
     def samples(self) -> int:
         """The samples it trains on as a source, or its labelled samples as the target."""
         return len(self.data if self.role == "source" else self.labelled)
+
+    @property
+    def validation_samples(self) -> int:
+        """The samples of its validation split (0: it holds none)."""
+        return _validation_samples(self.validation)
 
 
 def load_site(path: str | os.PathLike) -> SiteData:
@@ -145,8 +179,13 @@ def load_site(path: str | os.PathLike) -> SiteData:
         raise FileNotFoundError(f"site file {path} does not exist; write it with `fdabench flower export`")
     tensors = torch.load(path, weights_only=True)
     name, role, index, shape = (tensors.pop(key) for key in ("name", "role", "index", "shape"))
+    prefix = f"{VALIDATION}."
+    held = {key: tensors.pop(key) for key in list(tensors) if key.startswith(prefix)}
     if role == "source":
-        return SiteData(name, role, index, shape, data=_client(name, tensors, None))
+        site = SiteData(name, role, index, shape, data=_client(name, tensors, None))
+        if held:
+            site.validation = _client(f"{name}_{VALIDATION}", held, None, prefix)
+        return site
     generator = None
     if "noise_generator" in tensors:
         generator = torch.Generator()
@@ -154,4 +193,6 @@ def load_site(path: str | os.PathLike) -> SiteData:
     site = SiteData(name, role, index, shape, noise_generator=generator)
     for split in TARGET_SPLITS:
         setattr(site, split, _client(f"target_{split}", tensors, generator, f"{split}."))
+    if held:  # a subset of the labelled samples: it shares their noise generator
+        site.validation = _client(f"target_{VALIDATION}", held, generator, prefix)
     return site

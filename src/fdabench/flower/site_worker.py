@@ -1,7 +1,8 @@
 """What one site does when the server asks (fdabench's local training, Flower-free): a source trains from the
 global parameters and returns its update; the target trains from its start with the method's observer (e.g.
-auto-weighting's estimates from the forwarded source updates) and returns its update and the estimates; the target
-evaluates the global model on its test split.
+auto-weighting's estimates from the forwarded source updates) and returns its update and the estimates; at
+evaluation the target scores the global model on its test split and its validation split (where it keeps one), and
+a source that holds a validation split scores it there (`Site.evaluate`): only the scores leave the site.
 
 A site holds only its own file (`sitedata`), the cell's configuration and two random streams: its batch order
 (`client_generator` at the position the in-process loop gives it) and, at the target, the noise generator its
@@ -100,12 +101,19 @@ class Site:
         estimates = {} if reply.statistics is None else reply.statistics.estimates()
         return TargetReply(reply.result, estimates, reply.buffers)
 
-    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
-        if self.data.role != "target":
-            raise ValueError("this site is a source; the model is evaluated at the target")
+    def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, dict[str, float]]:
+        """The global model's metrics on this site's splits, by split: the target's `test` split, then its
+        `validation` split where it keeps one (in this order: they may redraw feature noise from one generator,
+        as the in-process loop scores them); a source's `validation` split."""
+        splits = {"test": self.data.test} if self.data.role == "target" else {}
+        if self.data.validation is not None and len(self.data.validation):
+            splits["validation"] = self.data.validation
+        if not splits:
+            raise ValueError(f"{self.data.name} holds no validation split: it has nothing to evaluate on")
         self.space.set(params)
         self._set_buffers(buffers)
-        return evaluate(self.space.model, self.data.test, self.problem.task, self.settings.eval_batch_size)
+        task, batch_size = self.problem.task, self.settings.eval_batch_size
+        return {split: evaluate(self.space.model, data, task, batch_size) for split, data in splits.items()}
 
     def _set_buffers(self, buffers: list[Tensor]) -> None:
         if self.space.buffers:

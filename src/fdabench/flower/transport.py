@@ -12,6 +12,12 @@ rejected is handled by the run's dropout policy:
   is the site the model is for: without it a round has no target step and no evaluation, so a missing target
   fails the run under `skip` as under `fail`.
 
+Evaluation follows the same policy. The target scores the global model on its test split (and its validation
+split), and each source that holds a validation split scores it on its held-out samples, all in one round trip. A
+missing target fails the run under every policy. Under `skip`, a source that does not answer is left out of that
+round's `source_val_*`: the mean over the sources that answered (each counts once, as in process); where none did,
+the round records no `source_val_*`.
+
 Every drop and rejection is logged in the round's record (`flower_events`)."""
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.sites import SourceRound, TargetRound
+from fdabench.federation.validation import SOURCE_PREFIX, TARGET_PREFIX, mean_metrics
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES, messages
 from fdabench.flower.messages import RejectedReply
 from fdabench.tensor_math.aggregation import auto_betas
@@ -66,6 +73,7 @@ class SiteInfo:
     samples: int
     node_id: int
     shape: dict[str, Any] = field(default_factory=dict)
+    validation: int = 0  # samples of its validation split (0: it holds none)
 
 
 class ReceivedEstimates:
@@ -99,9 +107,10 @@ class FlowerSites:
         self.grid, self.method, self.space, self.device = grid, method, space, device
         self.policy, self.timeout, self.wait_seconds = policy, timeout, wait_seconds
         self.hello = hello
-        self.sources = sorted((site for site in sites if site.role == "source"), key=lambda site: site.index)
-        if not method.sources_train:
-            self.sources = []
+        every_source = sorted((site for site in sites if site.role == "source"), key=lambda site: site.index)
+        self.sources = every_source if method.sources_train else []
+        # the sources that score the global model on their held-out samples (whether or not they train), in order
+        self.validators = [site for site in every_source if site.validation]
         targets = [site for site in sites if site.role == "target"]
         self.target = targets[0] if targets and method.target_split is not None else None
         self.evaluator = targets[0] if targets else None
@@ -166,13 +175,27 @@ class FlowerSites:
         return TargetRound(result, ReceivedEstimates(estimates) if estimates else None, buffers)
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
+        """The global model on the target's test split, with the validation metrics of the in-process loop
+        (`validation.validation_metrics`): `source_val_*` the mean over the sources that answered of each source's
+        metrics on its held-out samples, `target_val_*` the target's on its validation split."""
         assert self.evaluator is not None
 
         def request(site: SiteInfo) -> RecordDict:
-            return RecordDict({"arrays": messages.arrays(params=params, buffers=buffers)})
+            return RecordDict(
+                {
+                    "arrays": messages.arrays(params=params, buffers=buffers),
+                    "config": ConfigRecord({"round": self.round_index}),
+                }
+            )
 
-        replies = self._ask([self.evaluator], MessageType.EVALUATE, request, lambda site, reply: dict(reply["metrics"]))
-        metrics = replies[self.evaluator.name]
+        replies = self._ask([self.evaluator, *self.validators], MessageType.EVALUATE, request, self._evaluation_reply)
+        target = replies[self.evaluator.name]
+        metrics = dict(target["test"])
+        if self.validators:
+            answered = [replies[site.name]["validation"] for site in self.validators if site.name in replies]
+            metrics.update({SOURCE_PREFIX + name: value for name, value in mean_metrics(answered).items()})
+        if "validation" in target:
+            metrics.update({TARGET_PREFIX + name: value for name, value in target["validation"].items()})
         self.round_index += 1
         return metrics
 
@@ -191,6 +214,9 @@ class FlowerSites:
         return log
 
     # -- replies ---------------------------------------------------------------------------------------
+    def _evaluation_reply(self, site: SiteInfo, content: RecordDict) -> dict[str, dict[str, float]]:
+        return messages.evaluation_metrics(content, site.name, site.role, bool(site.validation), self.round_index)
+
     def _source_reply(self, site: SiteInfo, content: RecordDict) -> tuple[LocalResult, list[Tensor]]:
         values = messages.tensors(content["arrays"])
         if "update" not in values:
@@ -296,6 +322,6 @@ class FlowerSites:
         if self.hello is None:
             return
         current = self.hello()
-        for site in [*self.sources, *([self.target] if self.target else []), self.evaluator]:
+        for site in [*self.sources, *self.validators, *([self.target] if self.target else []), self.evaluator]:
             if site is not None and site.name in current:
                 site.node_id = current[site.name].node_id

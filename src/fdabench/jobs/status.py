@@ -88,10 +88,35 @@ def format_status(
     lines = [
         f"suite {params.suite_name}: {len(states)} cells: " + ", ".join(f"{counts[name]} {name}" for name in STATES)
     ]
+    lines += sweep_progress(params, states)
     for state in states:
         if state.state in show:
             lines.append(f"  {state.state:8} {state.cell.path}" + (f"  {state.reason}" if state.reason else ""))
     return "\n".join(lines)
+
+
+def sweep_progress(params: Params, states: list[CellState]) -> list[str]:
+    """A sweep's progress per method: current cells of all, and draws complete (every target, trial and fold
+    current); nothing for a suite without a sweep."""
+    plan = params.sweep()
+    if plan is None:
+        return []
+    cells: dict[str, Counter] = {}
+    draws: dict[str, dict[int, list[bool]]] = {}
+    for state in states:
+        sweep = state.cell.config.get("sweep", {})
+        method = sweep.get("method", state.cell.method)
+        cells.setdefault(method, Counter())[state.state] += 1
+        draws.setdefault(method, {}).setdefault(sweep.get("draw", 0), []).append(state.state == "current")
+    search = f"{plan['draws']} random draws" if plan["search"] == "random" else f"grid of {plan['grid_points']} points"
+    lines = [f"sweep ({search} per method; trials: the seeds): current cells, and draws complete"]
+    for method, counter in cells.items():
+        complete = sum(all(done) for done in draws[method].values())
+        lines.append(
+            f"  {method}: {counter['current']} of {sum(counter.values())} cells; {complete} of {len(draws[method])} "
+            "draws complete"
+        )
+    return lines
 
 
 def rerun_marker(cell: Cell) -> str:

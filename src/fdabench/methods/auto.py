@@ -49,6 +49,7 @@ class AutoWeighted(RoundLoopMethod):
             "maximum": 1,
             "description": "learning rates are multiplied by this after warm-up (published: 0.1-0.5)",
             "default": 1.0,
+            "search": {"log_uniform": [0.1, 1.0]},
         },
         "target_batch_size": {
             "type": ["integer", "null"],

@@ -37,6 +37,7 @@ from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import round_record
 from fdabench.federation.rounds import build_cell_model, run_rounds
 from fdabench.federation.settings import TrainSettings
+from fdabench.federation.validation import validation_metrics, validation_splits
 from fdabench.methods.base import METHODS, Method
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.dataset_dictionary import barycentre, project_simplex, wasserstein_cost
@@ -334,7 +335,10 @@ class FedDaDiL(Method):
             torch.Generator().manual_seed(seed * 1_000_003 + len(clients)),
         )
         clients.append(target)
-        test_x, test_y = features_of(problem.target_test.inputs()), problem.target_test.labels()
+        # the test split, then the validation splits: one classifier scores them all in one call
+        scored = [problem.target_test, *validation_splits(problem)]
+        scored_x = torch.cat([features_of(split.inputs()) for split in scored])
+        scored_sizes = [len(split) for split in scored]
 
         atoms = self.initial_atoms(hp, clients[0].x.shape[1], classes, seed, device)
         for dictionary_round in range(dictionary_rounds):
@@ -350,13 +354,21 @@ class FedDaDiL(Method):
             atoms = AtomsMessage(
                 averaged.features, averaged.label_logits if averaged.label_logits is not None else atoms.label_logits
             )
-            probabilities = self.classify(atoms, target.alpha, test_x, seed * 1_000_003 + dictionary_round)
-            metrics = _accuracy_and_loss(probabilities, test_y)
+            probabilities = self.classify(atoms, target.alpha, scored_x, seed * 1_000_003 + dictionary_round)
+            by_split = {
+                id(split): _accuracy_and_loss(part, split.labels())
+                for split, part in zip(scored, probabilities.split(scored_sizes))
+            }
+            metrics = by_split[id(problem.target_test)]
             uplink = [m.nbytes for m in messages]
             record = round_record(
                 encoder_rounds + dictionary_round,
                 "dictionary",
-                {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
+                {
+                    "accuracy": metrics["accuracy"],
+                    "loss": metrics["loss"],
+                    **validation_metrics(problem, lambda split, scores=by_split: scores[id(split)]),
+                },
                 sum(uplink),
                 len(clients) * atoms.nbytes,
                 started,

@@ -18,7 +18,7 @@ class FedDA(RoundLoopMethod):
     family = "fda"
     description = "convex combination of the target update and each source update"
     warmup = True
-    hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5}}
+    hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}}}
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         delta = fedda(
@@ -96,7 +96,7 @@ class FedGP(RoundLoopMethod):
     description = "per-layer projection of the target update onto each source update, non-positive layers filtered"
     warmup = True
     hparams_schema = {
-        "beta": {**BETA_SCHEMA, "default": 0.5},
+        "beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}},
         "mode": {
             "enum": ["projection", "cosine_scaled"],
             "description": "the definition or the published real-data variant",

@@ -13,6 +13,7 @@ from fdabench.federation.problem import ClientData
 from fdabench.federation.records import round_record
 from fdabench.federation.rounds import build_cell_model, local_settings, round_budget, run_rounds
 from fdabench.federation.sites import client_generator
+from fdabench.federation.validation import validation_metrics
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.aggregation import fedavg
@@ -29,7 +30,15 @@ class FedProx(RoundLoopMethod):
     description = "FedAvg over the sources with FedProx's proximal term in local training; evaluated on the target"
     target_split = None
     # μ = 0.01 from FedProx's grid {0.001, 0.01, 0.1, 1} (Li et al. 2020, §5)
-    hparams_schema = {"mu": {"type": "number", "minimum": 0, "description": "proximal coefficient μ", "default": 0.01}}
+    hparams_schema = {
+        "mu": {
+            "type": "number",
+            "minimum": 0,
+            "description": "proximal coefficient μ",
+            "default": 0.01,
+            "search": {"log_uniform": [0.001, 1.0]},
+        }
+    }
 
     def local_proximal(self) -> Proximal | None:
         return Proximal(self.hparams["mu"]) if self.hparams["mu"] > 0 else None
@@ -103,9 +112,15 @@ class FinetuneOffline(Method):
             started = time.perf_counter()
             params = params + train_locally(space, params, data, one_epoch, loss_fn, generator).update
             space.set(params)
-            metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
+            score = lambda split: evaluate(model, split, problem.task, settings.eval_batch_size)
+            metrics = score(problem.target_test)
             record = round_record(
-                fedavg_rounds + epoch, "finetune", {metric: metrics[metric], "loss": metrics["loss"]}, 0, 0, started
+                fedavg_rounds + epoch,
+                "finetune",
+                {metric: metrics[metric], "loss": metrics["loss"], **validation_metrics(problem, score)},
+                0,
+                0,
+                started,
             )
             history["rounds"].append(record)
             if progress is not None:

@@ -38,6 +38,7 @@ from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.records import round_record
 from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
 from fdabench.federation.sites import client_generator
+from fdabench.federation.validation import validation_metrics
 from fdabench.methods.base import METHODS, Method
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
@@ -253,7 +254,8 @@ class KD3A(Method):
             space.set(global_params)
             if space.buffers:
                 space.set_buffers(average_buffers(buffer_states, weights.to(device)))
-            metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
+            score = lambda data: evaluate(model, data, problem.task, settings.eval_batch_size)
+            metrics = score(problem.target_test)
             pseudo_correct = int((knowledge[kept].argmax(dim=1) == hidden_labels[kept]).sum())
             # global model to every client, the source models forwarded to the target; models and counts
             # up, and the target's domain weights
@@ -262,7 +264,7 @@ class KD3A(Method):
             record = round_record(
                 round_index,
                 "fda",
-                {"accuracy": metrics["accuracy"], "loss": metrics["loss"]},
+                {"accuracy": metrics["accuracy"], "loss": metrics["loss"], **validation_metrics(problem, score)},
                 uplink,
                 downlink,
                 started,

@@ -16,6 +16,7 @@ because each client's body update depends on its own head.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,6 +41,7 @@ from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
 from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
 from fdabench.federation.sites import client_generator
+from fdabench.federation.validation import validation_metrics
 from fdabench.methods.base import METHODS, Method
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -113,12 +115,16 @@ class PersonalisedMethod(Method):
             global_params = global_params + fedavg(updates, counts)
             space.set(global_params)
             global_metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
-            metrics = self.evaluate_target(federation, global_params, problem, settings.eval_batch_size)
+            score = functools.partial(
+                self.evaluate_target, federation, global_params, problem, batch_size=settings.eval_batch_size
+            )
+            metrics = score(problem.target_test)
             target_metrics = {
                 metric: metrics[metric],
                 "loss": metrics["loss"],
                 f"global_{metric}": global_metrics[metric],
                 "global_loss": global_metrics["loss"],
+                **validation_metrics(problem, score),
             }
             uplink, downlink = len(clients) * (shared_bytes + COUNT_BYTES), len(clients) * shared_bytes
             record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
@@ -170,10 +176,16 @@ class PersonalisedMethod(Method):
         raise NotImplementedError
 
     def evaluate_target(
-        self, federation: Federation, global_params: Tensor, problem: FederatedProblem, batch_size: int
+        self,
+        federation: Federation,
+        global_params: Tensor,
+        problem: FederatedProblem,
+        data: ClientData,
+        batch_size: int,
     ) -> dict[str, float]:
+        """The target's personalised predictor on `data` (its test split, or a validation split)."""
         federation.space.set(self.personalised_params(federation, global_params))
-        return evaluate(federation.model, problem.target_test, problem.task, batch_size)
+        return evaluate(federation.model, data, problem.task, batch_size)
 
 
 @METHODS.register
@@ -186,7 +198,13 @@ class Ditto(PersonalisedMethod):
     description = "personalised FL: the target's personal model is pulled towards the global model (penalty λ)"
     # λ = 1: the Ditto paper's default
     hparams_schema = {
-        "penalty": {"type": "number", "minimum": 0, "description": "λ of the penalty (λ/2)‖v − w‖²", "default": 1.0}
+        "penalty": {
+            "type": "number",
+            "minimum": 0,
+            "description": "λ of the penalty (λ/2)‖v − w‖²",
+            "default": 1.0,
+            "search": {"log_uniform": [0.01, 10.0]},
+        }
     }
 
     def start(self, federation, global_params):
@@ -299,6 +317,7 @@ class FedRep(PersonalisedMethod):
             "minimum": 0,
             "description": "local epochs on the head per round (body frozen)",
             "default": 10,
+            "search": {"int": [1, 10]},
         },
         "body_epochs": {
             "type": "integer",
@@ -395,6 +414,7 @@ class APFL(PersonalisedMethod):
             "maximum": 1,
             "description": "weight α of the local model in v̄ = α v + (1 − α) w",
             "default": 0.5,
+            "search": {"uniform": [0.0, 1.0]},
         }
     }
 
@@ -470,13 +490,20 @@ class KNNPer(PersonalisedMethod):
     )
     # k = 10: the kNN-Per paper
     hparams_schema = {
-        "neighbours": {"type": "integer", "minimum": 1, "description": "k nearest stored samples", "default": 10},
+        "neighbours": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "k nearest stored samples",
+            "default": 10,
+            "search": {"int": [1, 20]},
+        },
         "interpolation": {
             "type": "number",
             "minimum": 0,
             "maximum": 1,
             "description": "weight λ of the kNN distribution",
             "default": 0.5,
+            "search": {"uniform": [0.0, 1.0]},
         },
         "temperature": {
             "type": "number",
@@ -492,8 +519,8 @@ class KNNPer(PersonalisedMethod):
         return super().run(problem, settings, seed, device, on_round, checkpoints)
 
     @torch.no_grad()
-    def evaluate_target(self, federation, global_params, problem, batch_size):
-        model, store, test = federation.model, problem.target_labelled, problem.target_test
+    def evaluate_target(self, federation, global_params, problem, data, batch_size):
+        model, store, test = federation.model, problem.target_labelled, data
         federation.space.set(global_params)
         model.eval()
         store_features = model.features(store.inputs())

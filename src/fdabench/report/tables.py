@@ -37,6 +37,7 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None, allow_mi
                     "final": finals[metric],
                     "wall_seconds": cell.get("wall_seconds"),
                     "uses_unlabelled_target": bool(cell.get("uses_unlabelled_target", False)),
+                    "validation": validation_note(cell.get("config", {}).get("validation", {})),
                 }
             )
     if not rows:
@@ -45,6 +46,25 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None, allow_mi
 
 
 UNLABELLED_MARK = "†"
+
+
+def validation_note(validation: dict[str, Any]) -> str:
+    """What a cell's `validation` settings withhold from the target's training, in words ("" for nothing)."""
+    if validation.get("target_folds"):
+        return (
+            f"{validation['target_folds']}-fold validation over the labelled target samples (each fold withheld once)"
+        )
+    if validation.get("target_holdout"):
+        return f"{validation['target_holdout']} labelled target samples withheld for validation (never trained on)"
+    return ""
+
+
+def validation_notes(cells: pd.DataFrame) -> list[str]:
+    """One note per experiment whose cells withheld labelled target samples for validation."""
+    if "validation" not in cells:
+        return []
+    held = cells[cells["validation"] != ""].drop_duplicates(["experiment", "validation"])
+    return [f"{row.experiment}: {row.validation}." for row in held.itertuples()]
 
 
 def unlabelled_target_methods(cells: pd.DataFrame) -> list[str]:
@@ -155,8 +175,10 @@ def table_notes(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> li
     return notes
 
 
-def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
-    """`paper_layout` as a Markdown table under its title, then `table_notes`.
+def markdown_table(
+    tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
+) -> str:
+    """`paper_layout` as a Markdown table under its title, then `table_notes` and `extra_notes`.
     Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
     layout = paper_layout(tidy, unlabelled_target)
     lines = []
@@ -168,7 +190,7 @@ def markdown_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_targ
     ]
     for method, cells in layout.iterrows():
         lines.append("| " + " | ".join([method, *cells]) + " |")
-    return "\n".join(lines + ["", *table_notes(tidy, unlabelled_target)]) + "\n"
+    return "\n".join(lines + ["", *table_notes(tidy, unlabelled_target), *extra_notes]) + "\n"
 
 
 TABLE_STYLES = [
@@ -237,9 +259,12 @@ def cells_html(paths: Iterable[str], title: str | None = None) -> str:
     return html_page([(frame, title, False)], notes)
 
 
-def html_table(tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = ()) -> str:
-    """`paper_layout` and `table_notes` as an HTML page."""
-    return html_page([(paper_layout(tidy, unlabelled_target), title, True)], table_notes(tidy, unlabelled_target))
+def html_table(
+    tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
+) -> str:
+    """`paper_layout`, `table_notes` and `extra_notes` as an HTML page."""
+    notes = [*table_notes(tidy, unlabelled_target), *extra_notes]
+    return html_page([(paper_layout(tidy, unlabelled_target), title, True)], notes)
 
 
 def table_json(tidy: pd.DataFrame) -> dict[str, Any]:

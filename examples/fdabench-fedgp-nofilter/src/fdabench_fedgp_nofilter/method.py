@@ -20,6 +20,7 @@ class FedGPNoFilter(RoundLoopMethod):
             "minimum": 0,
             "maximum": 1,
             "default": 0.5,
+            "search": {"uniform": [0.0, 1.0]},  # what a sweep draws β from (docs/comparing.md)
             "description": "weight of the source term",
         }
     }

@@ -1,0 +1,483 @@
+"""A sweep's cells read with a model-selection rule: one draw per (method, target, trial) chosen by validation
+only, that draw's test metric reported, with 95% intervals over trials and significance (DomainBed's
+`collect_results`, for FDA).
+
+Rules (`fdabench.core.selection`): `source_val` picks the draw with the best mean validation metric of the
+sources' held-out samples, `target_val` the best on the target's validation samples (k-fold: the mean over the
+folds, whose test metrics are averaged too), `last` takes draw 0 (no selection) and `oracle` the best test metric
+(an upper bound, never a result). Every value is read at the cell's final rounds (the mean of its last
+`final_rounds`, as its headline `final`), or with early stopping at the round of the best validation value (of the
+phase the final comes from; the oracle's best test round). Ties go to the lowest draw.
+
+Significance: every method against a reference, paired over (target, trial) blocks: the mean difference with its
+95% t-interval and the Wilcoxon signed-rank test, Holm-adjusted over the methods; and average ranks within each
+block with the Friedman test and the Nemenyi post-hoc test that the critical-difference diagram draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fdabench.cell.result import read_cell
+from fdabench.core.io import atomic_path
+from fdabench.core.metrics import PERCENT_METRICS
+from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
+
+AVERAGE = "Avg"
+CONFIDENCE = 0.95
+IDENTITY = ["experiment", "method", "target", "trial", "draw", "fold"]
+
+
+class SelectionError(ValueError):
+    """The cells cannot be read with the rule asked for (e.g. they record no validation it reads)."""
+
+
+def validation_key(rule: str, metric: str) -> str:
+    """The per-round key a rule reads: `source_val_<metric>`, `target_val_<metric>`, or the test metric itself."""
+    return {"source_val": f"source_val_{metric}", "target_val": f"target_val_{metric}"}.get(rule, metric)
+
+
+def _window(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rounds a cell's final is read from, and the rounds early stopping may pick among (its final phase)."""
+    rounds = cell["rounds"]
+    return rounds[-cell["final_rounds"] :]
+
+
+def _final_phase(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    rounds = cell["rounds"]
+    phase = rounds[-1]["phase"]
+    return [record for record in rounds if record["phase"] == phase]
+
+
+def cell_scores(cell: dict[str, Any], rule: str, early_stopping: bool) -> tuple[float, float]:
+    """(validation value the rule reads, test metric reported) of one cell. NaN validation where the cell records
+    none (the rule then refuses the cells)."""
+    metric = cell["metric"]
+    key = validation_key(rule, metric)
+    if early_stopping and rule != "last":
+        phase = _final_phase(cell)
+        values = [record.get(key, math.nan) for record in phase]
+        if all(math.isnan(v) for v in values):
+            return math.nan, math.nan
+        better = np.nanargmax if cell["higher_is_better"] else np.nanargmin
+        best = int(better(values))  # the first of equal values: the earliest round
+        return float(values[best]), float(phase[best][metric])
+    window = _window(cell)
+    values = [record.get(key, math.nan) for record in window]
+    return float(np.mean(values)), float(cell["final"])
+
+
+def sweep_frame(cells: Iterable[dict[str, Any]], rule: str, early_stopping: bool = False) -> pd.DataFrame:
+    """One row per (experiment, method, target, trial, draw): the validation value the rule reads and the test
+    metric, averaged over k-fold cells; `higher_is_better` and `metric` per row."""
+    rows = []
+    for cell in cells:
+        config = cell["config"]
+        sweep = config.get("sweep", {})
+        validation, test = cell_scores(cell, rule, early_stopping)
+        rows.append(
+            {
+                "experiment": config["experiment"],
+                "method": sweep.get("method", config["method"]),
+                "target": str(config["target"]),
+                "trial": int(config["seed"]),
+                "draw": int(sweep.get("draw", 0)),
+                "fold": int(config.get("validation", {}).get("target_fold", 0)),
+                "metric": cell["metric"],
+                "higher_is_better": bool(cell["higher_is_better"]),
+                "validation": validation,
+                "test": test,
+                "target_validation": int(config.get("validation", {}).get("target_holdout", 0)),
+                "target_folds": int(config.get("validation", {}).get("target_folds", 1)),
+            }
+        )
+    if not rows:
+        raise SelectionError("no cells to select from")
+    frame = pd.DataFrame(rows)
+    missing = frame[frame["validation"].isna()]
+    if len(missing) and rule != "last":
+        example = missing.iloc[0]
+        raise SelectionError(
+            f"rule {rule}: {len(missing)} of {len(frame)} cells record no {validation_key(rule, example['metric'])} "
+            f"(e.g. {example['method']} draw {example['draw']}, target {example['target']}, trial {example['trial']}): "
+            + (
+                "set validation: {target_holdout: n} in the suite"
+                if rule == "target_val"
+                else "their partitioner holds no source samples out"
+            )
+        )
+    keys = ["experiment", "method", "target", "trial", "draw"]
+    folded = frame.groupby(keys, sort=False).agg(
+        validation=("validation", "mean"),
+        test=("test", "mean"),
+        folds=("fold", "nunique"),
+        metric=("metric", "first"),
+        higher_is_better=("higher_is_better", "first"),
+        target_validation=("target_validation", "first"),
+        target_folds=("target_folds", "first"),
+    )
+    return folded.reset_index()
+
+
+def select(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """The draw the rule picks per (experiment, method, target, trial), by validation only (`oracle`: by test),
+    with its test metric; ties to the lowest draw. Columns: the keys, draw, test, validation, draws (candidates)."""
+    if rule not in RULES:
+        raise SelectionError(f"unknown selection rule {rule!r}; allowed: {', '.join(RULES)}")
+    keys = ["experiment", "method", "target", "trial"]
+    chosen = []
+    for key, group in frame.groupby(keys, sort=False):
+        group = group.sort_values("draw")
+        if rule == "last":
+            pick = group[group["draw"] == 0]
+            if pick.empty:
+                raise SelectionError(f"rule last: no draw 0 for {dict(zip(keys, key))}")
+            row = pick.iloc[0]
+        else:
+            criterion = group["test"] if rule == ORACLE else group["validation"]
+            sign = 1.0 if group["higher_is_better"].iloc[0] else -1.0
+            row = group.iloc[int(np.argmax((sign * criterion).to_numpy()))]  # first maximum: the lowest draw
+        chosen.append({**dict(zip(keys, key)), **row[["draw", "test", "validation", "metric"]].to_dict()})
+        chosen[-1]["draws"] = len(group)
+        chosen[-1]["higher_is_better"] = bool(group["higher_is_better"].iloc[0])
+    return pd.DataFrame(chosen)
+
+
+def interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(mean, low, high) of the t-interval over `values` (NaN bounds for fewer than 2 values)."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    sem = stats.sem(values)
+    if sem == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(confidence, len(values) - 1, loc=mean, scale=sem)
+    return mean, float(low), float(high)
+
+
+def summary_table(selected: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """mean and 95% interval over trials per (experiment, method, target), and Avg: per trial the mean over the
+    experiment's targets (trials with every target only), then over trials."""
+    rows = []
+    for (experiment, method), group in selected.groupby(["experiment", "method"], sort=False):
+        targets = list(dict.fromkeys(selected.loc[selected["experiment"] == experiment, "target"]))
+        for target, part in group.groupby("target", sort=False):
+            rows.append(_summary_row(rule, experiment, method, target, part["test"], part))
+        per_trial = group.groupby("trial")["test"].agg(["mean", "count"])
+        complete = per_trial[per_trial["count"] == len(targets)]["mean"]
+        if len(complete):
+            rows.append(_summary_row(rule, experiment, method, AVERAGE, complete, group))
+    return pd.DataFrame(rows)
+
+
+def _summary_row(rule, experiment, method, target, values, part) -> dict[str, Any]:
+    mean, low, high = interval(values.to_numpy())
+    return {
+        "rule": rule,
+        "experiment": experiment,
+        "method": method,
+        "target": target,
+        "metric": part["metric"].iloc[0],
+        "mean": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "n_trials": len(values),
+        "n_draws": int(part["draws"].max()),
+        "selected_draws": " ".join(str(d) for d in part["draw"]),
+        "upper_bound": rule == ORACLE,
+    }
+
+
+def blocks(selected: pd.DataFrame) -> pd.DataFrame:
+    """The selected test metric as (experiment, target, trial) blocks x methods, blocks every method has."""
+    matrix = selected.pivot_table(index=["experiment", "target", "trial"], columns="method", values="test")
+    methods = list(dict.fromkeys(selected["method"]))
+    return matrix[methods].dropna()
+
+
+def paired_tests(selected: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Every method against `reference` over the blocks both have: mean difference (method − reference) with its
+    95% t-interval, the Wilcoxon signed-rank p-value, and Holm's adjustment over the methods."""
+    from statsmodels.stats.multitest import multipletests
+
+    matrix = blocks(selected)
+    if reference not in matrix:
+        raise SelectionError(f"reference method {reference!r} is not among {', '.join(matrix.columns)}")
+    rows = []
+    for method in matrix.columns:
+        if method == reference:
+            continue
+        differences = (matrix[method] - matrix[reference]).to_numpy()
+        mean, low, high = interval(differences)
+        p_value = math.nan
+        if len(differences) >= 2 and np.any(differences != 0):
+            p_value = float(stats.wilcoxon(matrix[method], matrix[reference]).pvalue)
+        rows.append(
+            {
+                "method": method,
+                "reference": reference,
+                "n_pairs": len(differences),
+                "mean_difference": mean,
+                "difference_ci_low": low,
+                "difference_ci_high": high,
+                "wilcoxon_p": p_value,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    tested = frame["wilcoxon_p"].notna()
+    frame["holm_p"] = math.nan
+    if tested.any():
+        frame.loc[tested, "holm_p"] = multipletests(frame.loc[tested, "wilcoxon_p"], method="holm")[1]
+    return frame
+
+
+def average_ranks(selected: pd.DataFrame) -> tuple[pd.Series, float, pd.DataFrame | None]:
+    """(average rank per method, 1 = best, ties averaged; the Friedman test's p-value; the Nemenyi post-hoc
+    p-values) over the blocks. The tests need at least 3 methods and 2 blocks (NaN and None otherwise)."""
+    import scikit_posthocs
+
+    matrix = blocks(selected)
+    higher = bool(selected["higher_is_better"].iloc[0])
+    ranks = pd.DataFrame(
+        stats.rankdata(-matrix.to_numpy() if higher else matrix.to_numpy(), axis=1), columns=matrix.columns
+    )
+    mean_ranks = ranks.mean().sort_values()
+    if matrix.shape[1] < 3 or matrix.shape[0] < 2:
+        return mean_ranks, math.nan, None
+    friedman = float(stats.friedmanchisquare(*[matrix[m] for m in matrix.columns]).pvalue)
+    nemenyi = scikit_posthocs.posthoc_nemenyi_friedman(matrix.to_numpy())
+    nemenyi.index = nemenyi.columns = matrix.columns
+    return mean_ranks, friedman, nemenyi
+
+
+def format_interval(mean: float, low: float, high: float, metric: str) -> str:
+    """ "mean ± half-width" (percent for accuracy and AUC); the mean alone without an interval."""
+    scale = 100 if metric in PERCENT_METRICS else 1
+    digits = ".2f" if scale == 100 else ".4g"
+    text = f"{scale * mean:{digits}}"
+    if math.isnan(low):
+        return text
+    return f"{text} ± {scale * (high - low) / 2:{digits}}"
+
+
+def rule_heading(rule: str, early_stopping: bool) -> str:
+    text = f"selection rule `{rule}`: {SELECTION_RULES[rule]}"
+    if rule != "last":
+        text += "; round: " + ("the best validation round (early stopping)" if early_stopping else "the final rounds")
+    return text
+
+
+def layout(summary: pd.DataFrame) -> pd.DataFrame:
+    """Methods x (experiment, target, Avg), "mean ± half-width of the 95% interval" strings."""
+    columns = list(dict.fromkeys(zip(summary["experiment"], summary["target"])))
+    several = summary["experiment"].nunique() > 1
+    lookup = {(r.experiment, r.target, r.method): r for r in summary.itertuples()}
+    body = {}
+    for method in dict.fromkeys(summary["method"]):
+        row = lookup.get
+        body[method] = [
+            format_interval(r.mean, r.ci_low, r.ci_high, r.metric) if (r := row((e, t, method))) else "–"
+            for e, t in columns
+        ]
+    header = [f"{e} {t}" if several else str(t) for e, t in columns]
+    return pd.DataFrame.from_dict(body, orient="index", columns=header)
+
+
+def notes(frame: pd.DataFrame, rule: str, early_stopping: bool, summary: pd.DataFrame) -> list[str]:
+    """What was selected from, and what the numbers are."""
+    trials = frame.groupby(["experiment", "method", "target"])["trial"].nunique()
+    draws = frame.groupby(["experiment", "method"])["draw"].nunique()
+    lines = [
+        f"Each value: the mean over trials of the selected draw's target test metric, ± the half-width of its 95% "
+        f"t-interval; Avg: per trial the mean over targets, then over trials. Trials per cell: {trials.min()}"
+        + (f"-{trials.max()}" if trials.max() != trials.min() else "")
+        + "; draws per method: "
+        + ", ".join(f"{method} {count}" for (_, method), count in draws.items())
+        + ".",
+    ]
+    holdout, folds = int(frame["target_validation"].max()), int(frame["target_folds"].max())
+    if folds > 1:
+        lines.append(
+            f"Target validation: {folds}-fold over the labelled target samples (each fold's cell trains on the rest)."
+        )
+    elif holdout:
+        lines.append(
+            f"Target validation: {holdout} labelled target samples per cell, never trained on (under every rule)."
+        )
+    if rule == ORACLE:
+        lines.append(
+            "ORACLE: selected by the target's test metric itself. An upper bound on what any selection rule "
+            "can reach, never a result to report as a method's performance."
+        )
+    lines.append("Rule: " + rule_heading(rule, early_stopping) + ".")
+    return lines
+
+
+def significance_table(tests: pd.DataFrame, ranks: pd.Series, metric: str) -> pd.DataFrame:
+    """The paired tests and average ranks as display strings, one row per method (the reference's row: its rank)."""
+    scale = 100 if metric in PERCENT_METRICS else 1
+    rows = {}
+    for method, rank in ranks.items():
+        row = tests[tests["method"] == method]
+        if row.empty:
+            rows[method] = ["(reference)", "", "", f"{rank:.2f}"]
+            continue
+        r = row.iloc[0]
+        difference = f"{scale * r.mean_difference:+.2f}" if scale == 100 else f"{r.mean_difference:+.4g}"
+        if not math.isnan(r.difference_ci_low):
+            difference += f" [{scale * r.difference_ci_low:+.2f}, {scale * r.difference_ci_high:+.2f}]"
+        rows[method] = [difference, _p(r.wilcoxon_p), _p(r.holm_p), f"{rank:.2f}"]
+    columns = ["difference vs reference [95% CI]", "Wilcoxon p", "Holm p", "average rank"]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+
+
+def _p(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3g}"
+
+
+def rule_markdown(
+    rule: str,
+    title: str,
+    frame: pd.DataFrame,
+    summary: pd.DataFrame,
+    tests: pd.DataFrame,
+    ranks: pd.Series,
+    friedman: float,
+    early_stopping: bool,
+    figure: str | None = None,
+) -> str:
+    """One rule's page: the table, its notes, the paired tests and ranks, the Friedman test, the CD diagram."""
+    metric = summary["metric"].iloc[0]
+    reference = tests["reference"].iloc[0] if len(tests) else "–"
+    heading = f"### {title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
+    lines = [heading, "", _markdown(layout(summary), "Method"), ""]
+    lines += [f"- {note}" for note in notes(frame, rule, early_stopping, summary)]
+    blocks_count = tests["n_pairs"].max() if len(tests) else 0
+    lines += [
+        "",
+        f"#### Against `{reference}`, paired over (target, trial) blocks ({blocks_count}), and average ranks",
+        "",
+        _markdown(significance_table(tests, ranks, metric), "Method"),
+        "",
+        "- Difference: method − reference in the table's unit (positive: "
+        + ("better" if summary.empty or _higher(frame) else "worse")
+        + "). Wilcoxon signed-rank test over the blocks; Holm's adjustment over the methods.",
+        "- Average rank: 1 is best, within each (target, trial) block; Friedman test over the blocks: p = "
+        + _p(friedman)
+        + (
+            ". The critical-difference diagram joins methods the Nemenyi test does not tell apart (α = 0.05)."
+            if figure
+            else "."
+        ),
+    ]
+    if figure:
+        lines += ["", f"![critical-difference diagram]({figure})"]
+    return "\n".join(lines) + "\n"
+
+
+def _higher(frame: pd.DataFrame) -> bool:
+    return bool(frame["higher_is_better"].iloc[0])
+
+
+def _markdown(frame: pd.DataFrame, index_name: str) -> str:
+    header = "| " + " | ".join([index_name, *frame.columns]) + " |"
+    rule = "|" + "|".join(["---"] + [":---:"] * len(frame.columns)) + "|"
+    rows = ["| " + " | ".join([str(index), *map(str, values)]) + " |" for index, values in frame.iterrows()]
+    return "\n".join([header, rule, *rows])
+
+
+def rules_summary(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Methods x rules: the Avg of each experiment under each rule ("mean ± half-width"), and per rule the winner."""
+    rows = []
+    for rule, summary in summaries.items():
+        for row in summary[summary["target"] == AVERAGE].itertuples():
+            rows.append(
+                {
+                    "rule": rule,
+                    "experiment": row.experiment,
+                    "method": row.method,
+                    "metric": row.metric,
+                    "mean": row.mean,
+                    "ci_low": row.ci_low,
+                    "ci_high": row.ci_high,
+                    "n_trials": row.n_trials,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def winners(tidy: pd.DataFrame, higher_is_better: bool) -> dict[tuple[str, str], str]:
+    """(experiment, rule) -> the method with the best Avg mean."""
+    best = {}
+    for (experiment, rule), group in tidy.groupby(["experiment", "rule"], sort=False):
+        index = group["mean"].idxmax() if higher_is_better else group["mean"].idxmin()
+        best[(experiment, rule)] = group.loc[index, "method"]
+    return best
+
+
+def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool) -> str:
+    """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound."""
+    lines = [f"### {title} — every selection rule (Avg over targets)", ""]
+    best = winners(tidy, higher_is_better)
+    for experiment, part in tidy.groupby("experiment", sort=False):
+        rules = list(dict.fromkeys(part["rule"]))
+        header = [f"{rule} (upper bound)" if rule == ORACLE else rule for rule in rules]
+        table = {}
+        for method in dict.fromkeys(part["method"]):
+            cells = []
+            for rule in rules:
+                row = part[(part["method"] == method) & (part["rule"] == rule)]
+                if row.empty:
+                    cells.append("–")
+                    continue
+                r = row.iloc[0]
+                text = format_interval(r["mean"], r["ci_low"], r["ci_high"], r["metric"])
+                cells.append(f"**{text}**" if best[(experiment, rule)] == method else text)
+            table[method] = cells
+        lines += [
+            f"#### {experiment}",
+            "",
+            _markdown(pd.DataFrame.from_dict(table, orient="index", columns=header), "Method"),
+            "",
+        ]
+        lines.append("- Winner per rule: " + "; ".join(f"{rule}: {best[(experiment, rule)]}" for rule in rules) + ".")
+        lines.append("")
+    lines.append(
+        "Bold: the best mean under that rule. oracle: selected on the target's test split, an upper bound, "
+        "never a result."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot_critical_difference(ranks: pd.Series, nemenyi: pd.DataFrame | None, output: str, title: str) -> None:
+    """The critical-difference diagram (scikit-posthocs): average ranks on an axis, methods the Nemenyi test does
+    not separate joined by a bar; without the test (fewer than 3 methods or 2 blocks), the ranks alone."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import scikit_posthocs
+
+    figure, axes = plt.subplots(figsize=(7, 0.45 * len(ranks) + 1.2))
+    if nemenyi is not None:
+        scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=axes)
+    else:
+        axes.scatter(ranks.to_numpy(), range(len(ranks)))
+        axes.set_yticks(range(len(ranks)), list(ranks.index))
+        axes.set_xlabel("average rank (1 = best)")
+    axes.set_title(title, fontsize=10, pad=20)
+    with atomic_path(output) as tmp:
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def read_sweep_cells(paths: Iterable[str]) -> list[dict[str, Any]]:
+    """The finished cells of a sweep (`read_cell` refuses anything else)."""
+    return [read_cell(path) for path in paths]
