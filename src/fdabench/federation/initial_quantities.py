@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from fdabench.core.streams import stream
 from fdabench.federation.client import loss_function
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem, concatenate
@@ -35,7 +36,7 @@ def initial_quantities(
     """d_π², σ_π², τ²d_π² and each rule's Delta error at the cell's initial parameters."""
     if len(problem.sources) != 1:
         raise ValueError("the theory check compares one source with the target")
-    torch.manual_seed(seed)  # the same initial model as the cell's training run (run_rounds)
+    torch.manual_seed(stream(seed, "model_init"))  # the same initial model as the cell's training run (run_rounds)
     model = build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options)
     model = model.to(problem.target_test.x.device)
     space = ParameterSpace(model)
@@ -46,7 +47,7 @@ def initial_quantities(
     g_source = _gradient(space, loss_fn, source.inputs(), source.labels())
     g_target = _gradient(space, loss_fn, population.inputs(), population.labels())
     n = len(problem.target_labelled)
-    generator = torch.Generator().manual_seed(seed + 1)
+    generator = torch.Generator().manual_seed(stream(seed, "theory_draws"))
     squared_errors = []
     for _ in range(draws):
         index = torch.randperm(len(pool), generator=generator)[:n].to(pool.x.device)

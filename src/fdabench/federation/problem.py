@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from fdabench.core.streams import stream
 from fdabench.data.base import PreparedDataset
 from fdabench.data.partition import ClientIndices, Partition
 
@@ -204,7 +205,7 @@ def build_problem(
         domain_scaling.update({c.domain: per_domain_standardizer(stored_inputs(c)) for c in partition.sources})
     elif "standardize" in partition.transforms:
         scaling = standardizer([stored_inputs(c) for c in [partition.target_labelled, *partition.sources]])
-    noise_generator = torch.Generator().manual_seed(partition.seed * 1_000_003 + 104_729)
+    noise_generator = torch.Generator().manual_seed(stream(partition.seed, "target_noise"))
 
     def gather(client: ClientIndices, noisy: bool = False) -> ClientData:
         arrays = prepared.domains[client.domain]

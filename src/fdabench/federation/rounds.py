@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from fdabench.core.streams import stream
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
@@ -39,7 +40,7 @@ def build_cell_model(
 ) -> torch.nn.Module:
     """The cell's model at its initial parameters: seeded with the cell's seed, so every method of a cell
     starts from the same parameters."""
-    torch.manual_seed(seed)
+    torch.manual_seed(stream(seed, "model_init"))
     return build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
@@ -26,7 +27,7 @@ from fdabench.federation.validation import validation_metrics
 
 def client_generator(seed: int, client_index: int) -> torch.Generator:
     """The batch-order random stream of one client in one cell (independent of every other client)."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + client_index)
+    return torch.Generator().manual_seed(stream(seed, "batches", client_index))
 
 
 def target_training_data(split: str | None, labelled: ClientData, unlabelled: ClientData) -> ClientData | None:

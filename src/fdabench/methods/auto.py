@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from fdabench.core.streams import stream
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
@@ -117,7 +118,7 @@ class AutoWeighted(RoundLoopMethod):
 def gradient_batch_updates(context: TargetContext, batch_size: int):
     """−lr_T ∇ℓ_b(θ) for disjoint random batches of `batch_size` target samples at the round's start."""
     data, space = context.data, context.space
-    generator = torch.Generator().manual_seed(context.seed * 1_000_003 + 7919 * (context.inputs.round_index + 1))
+    generator = torch.Generator().manual_seed(stream(context.seed, "auto_estimation", context.inputs.round_index + 1))
     order = torch.randperm(len(data), generator=generator).to(data.x.device)
     batches = len(data) // batch_size
     model = space.model

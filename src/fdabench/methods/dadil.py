@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fdabench.core.streams import stream
 from fdabench.federation.client import adam
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import round_record
@@ -320,7 +321,7 @@ class FedDaDiL(Method):
                 features_of(s.inputs()),
                 F.one_hot(s.labels(), classes).float(),
                 torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-                torch.Generator().manual_seed(seed * 1_000_003 + index),
+                torch.Generator().manual_seed(stream(seed, "dadil_clients", index)),
             )
             for index, s in enumerate(problem.sources)
         ]
@@ -332,7 +333,7 @@ class FedDaDiL(Method):
             features_of(target_x),
             None,
             torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-            torch.Generator().manual_seed(seed * 1_000_003 + len(clients)),
+            torch.Generator().manual_seed(stream(seed, "dadil_clients", len(clients))),
         )
         clients.append(target)
         # the test split, then the validation splits: one classifier scores them all in one call
@@ -354,7 +355,9 @@ class FedDaDiL(Method):
             atoms = AtomsMessage(
                 averaged.features, averaged.label_logits if averaged.label_logits is not None else atoms.label_logits
             )
-            probabilities = self.classify(atoms, target.alpha, scored_x, seed * 1_000_003 + dictionary_round)
+            probabilities = self.classify(
+                atoms, target.alpha, scored_x, stream(seed, "dadil_classifier", dictionary_round)
+            )
             by_split = {
                 id(split): _accuracy_and_loss(part, split.labels())
                 for split, part in zip(scored, probabilities.split(scored_sizes))
@@ -394,7 +397,7 @@ class FedDaDiL(Method):
     def initial_atoms(hp: dict[str, Any], dim: int, classes: int, seed: int, device: torch.device) -> AtomsMessage:
         """The server's initial atoms: features ~ N(0, std²) (std = 1/sqrt(d) by default, so ‖x‖ ≈ 1 like the
         normalised features), labels balanced over the classes (point j has class j mod C)."""
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + 999_983)
+        generator = torch.Generator().manual_seed(stream(seed, "dadil_atoms"))
         std = hp["atom_init_std"] or 1.0 / math.sqrt(dim)
         features = torch.randn(hp["atoms"], hp["support_size"], dim, generator=generator) * std
         classes_of_points = torch.arange(hp["support_size"]) % classes

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fdabench.core.streams import stream
 from fdabench.federation.checkpoint import loop_state, restore_loop
 from fdabench.federation.client import (
     LocalSettings,
@@ -196,7 +197,7 @@ class KD3A(Method):
         hidden_labels = torch.cat([problem.target_labelled.labels(), problem.target_unlabelled.labels()])  # logs only
         source_counts = torch.tensor([len(s) for s in sources], dtype=torch.float32, device=device)
         generators = [client_generator(seed, index) for index in range(len(sources) + 1)]
-        mixup_rng = np.random.default_rng(seed * 1_000_003 + len(sources))
+        mixup_rng = np.random.default_rng(stream(seed, "kd3a_mixup"))
         model_bytes = space.update_bytes + sum(b.numel() * b.element_size() for b in space.buffers)
         global_params = space.get()
         records: list[dict[str, Any]] = []
