@@ -78,9 +78,11 @@ def bench_cell(
     threads: int = 1,
     device: str | None = None,
     cohort: str | None = None,
+    inputs: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the cell for at most one warm-up round and `rounds` FDA rounds, time every round after the first, and
-    time the centralised reference on as many sample-steps; the measurements as a JSON-ready dict."""
+    time the centralised reference on as many sample-steps; the measurements as a JSON-ready dict. `inputs`
+    (prepared data, partition) replaces the files the suite builds (e.g. generated stand-ins)."""
     target, seed = resolve_cell(params, experiment, method_name, target, seed)
     cell = params.cell(experiment, method_name, target, seed)
     config = copy.deepcopy(cell.config)
@@ -88,7 +90,7 @@ def bench_cell(
     config["train"]["rounds"] = rounds
     if cohort is not None:
         config["train"]["cohort"] = cohort
-    prepared, partition = cell_inputs(params, experiment, target, seed)
+    prepared, partition = inputs or cell_inputs(params, experiment, target, seed)
     torch.set_num_threads(threads)
     setup = load_cell(config, prepared, partition, device)
     problem, settings, method, where = setup.problem, setup.settings, setup.method, setup.device
@@ -130,6 +132,7 @@ def bench_cell(
             "seed": seed,
         },
         "device": str(where),
+        "model": settings.model,
         "threads": threads,
         "cohort": config["train"].get("cohort", "auto"),
         "cohorts_trained": timed[0].cohorts if timed else 0,  # 0: the sources trained one by one
@@ -163,17 +166,24 @@ def compare_cohort(
     threads: int = 1,
     device: str | None = None,
     repeats: int = 2,
+    inputs: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """`bench_cell` with `cohort: off` and `cohort: on`, alternately `repeats` times in this process (so both see the
-    same machine load, threads and device); each mode's median seconds per FDA round, samples/s and FL overhead,
-    which is faster, and whether `cohort: auto` (AUTO_COHORT) picks it on this device."""
+    same machine load, threads and device), summarised by `cohort_summary`."""
     if repeats < 1:
         raise ValueError(f"repeats must be 1 or more, not {repeats}")
     runs = [
-        bench_cell(params, experiment, method_name, target, seed, rounds, threads, device, mode)
+        bench_cell(params, experiment, method_name, target, seed, rounds, threads, device, mode, inputs)
         for _ in range(repeats)
         for mode in ("off", "on")
     ]
+    return cohort_summary(runs)
+
+
+def cohort_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell's `bench_cell` runs with `cohort: off` and `on`: each mode's median seconds per FDA round,
+    samples/s, FL overhead and largest peak memory, which is faster, and whether `cohort: auto` (`auto_cohort`,
+    for the device type and the model) picks it."""
     modes = {}
     for mode in ("off", "on"):
         mine = [run for run in runs if run["cohort"] == mode]
@@ -181,21 +191,24 @@ def compare_cohort(
             "seconds_per_fda_round": median(run["seconds_per_round"]["fda"] for run in mine),
             "samples_per_second": median(run["samples_per_second"] for run in mine),
             "fl_overhead": median(run["fl_overhead"] for run in mine),
+            "peak_memory_bytes": max(run["peak_memory_bytes"] for run in mine),
             "cohorts_trained": mine[0]["cohorts_trained"],
         }
+    cell = runs[0]["cell"]
     if not modes["on"]["cohorts_trained"]:
         raise ValueError(
-            f"{method_name} on {experiment}: the sources cannot train as a cohort (unequal sizes, a model with "
-            "buffers or dropout, or a custom local loss), so there is nothing to compare"
+            f"{cell['method']} on {cell['experiment']}: the sources cannot train as a cohort (unequal sizes, a model "
+            "with buffers or dropout, or a custom local loss), so there is nothing to compare"
         )
     faster = min(modes, key=lambda mode: modes[mode]["seconds_per_fda_round"])
     where = torch.device(runs[0]["device"])
-    auto = "on" if cohort_training.AUTO_COHORT.get(where.type, False) else "off"
+    auto = "on" if cohort_training.auto_cohort(where.type, runs[0]["model"]) else "off"
     return {
-        "cell": runs[0]["cell"],
+        "cell": cell,
         "device": runs[0]["device"],
-        "threads": threads,
-        "repeats": repeats,
+        "model": runs[0]["model"],
+        "threads": runs[0]["threads"],
+        "repeats": min(sum(run["cohort"] == mode for run in runs) for mode in ("off", "on")),
         "cohort": modes,
         "speedup": modes["off"]["seconds_per_fda_round"] / modes["on"]["seconds_per_fda_round"],
         "faster": faster,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from fdabench.cli.common import cell_arguments, suite_cell
+from fdabench.cli.common import CommandError, cell_arguments, suite_cell
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
@@ -31,12 +32,45 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_gpu(args: argparse.Namespace) -> int:
+    from fdabench.bench.gpu import report, run
+    from fdabench.core.io import read_json, write_text_atomic
+
+    if args.worker:  # one packed cell's process, started by the packing stage
+        from fdabench.bench.gpu.stages import worker
+
+        if not args.output:
+            raise CommandError("bench gpu --worker SPEC needs --output FILE")
+        worker(args.worker, args.output)
+        return 0
+    if args.source:
+        result = report.validate_result(read_json(args.source))
+        paths = run.write_outputs(args.output_dir, result)
+    else:
+        from fdabench.config import load_params
+
+        budget = run.DEFAULT_BUDGET if args.budget_seconds is None else args.budget_seconds
+        if budget <= 0:
+            raise CommandError(f"--budget-seconds must be positive, not {budget}")
+        result = run.run_gpu_bench(load_params(args.params), args.output_dir, args.dry_run, budget)
+        paths = (Path(args.output_dir) / run.JSON_NAME, Path(args.output_dir) / run.MARKDOWN_NAME)
+    if args.docs:
+        page = Path(args.docs)
+        write_text_atomic(page, report.fill_docs(page.read_text(encoding="utf-8"), report.docs_block(result)))
+    print(paths[1].read_text(encoding="utf-8"))
+    statuses = {name: stage["status"] for name, stage in result["stages"].items()}
+    print(f"wrote {paths[0]} and {paths[1]}; stages: " + ", ".join(f"{n} {s}" for n, s in statuses.items()))
+    return 0 if all(status in ("ok", "skipped") for status in statuses.values()) else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from fdabench.bench import aggregation as bench
     from fdabench.core.io import write_text_atomic
 
     if args.what == "cell":
         return cmd_bench_cell(args)
+    if args.what == "gpu":
+        return cmd_bench_gpu(args)
     if args.what == "aggregation":
         import torch
 
@@ -63,9 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmarks: aggregation time vs the memory-bandwidth floor; auto-weighting memory; training-job "
-        "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD)",
+        "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD); a GPU "
+        "machine checked and measured within a time budget (gpu)",
     )
-    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell"], help="which benchmark")
+    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell", "gpu"], help="which benchmark")
     p.add_argument(
         "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
     )
@@ -93,4 +128,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     p.add_argument("--output", help="also write the table as CSV (cell: the measurements as JSON)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="gpu: every stage on the CPU at toy sizes (CI; checks the code paths and the output, measures nothing)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default="results/bench_gpu",
+        help="gpu: where bench_gpu.json and bench_gpu.md go (default results/bench_gpu)",
+    )
+    p.add_argument(
+        "--budget-seconds",
+        type=float,
+        help="gpu: the time the stages may take together (default 480); a stage that no longer fits is skipped, "
+        "with the reason recorded",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="JSON",
+        help="gpu: measure nothing; check this bench_gpu.json and write its Markdown (with --docs, the page's block)",
+    )
+    p.add_argument(
+        "--docs",
+        metavar="PAGE",
+        help="gpu: also fill the gpu-bench block of this Markdown page (docs/benchmarks.md) with the result",
+    )
+    p.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)  # gpu: one packed cell's process
     p.set_defaults(handler=cmd_bench)

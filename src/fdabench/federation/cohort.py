@@ -29,18 +29,32 @@ from torch.func import functional_call, vmap
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
+from fdabench.models import model_name
 
 #: `cohort: auto` per device type: whether a cohort trains faster there, as `fdabench bench cell ... --cohort both`
 #: measured. CPU: no (FMNIST noise-0.4 fedgp cell, 9 x 6,000 samples, 2 threads: 2.53 s per round one by one, 3.28 s
 #: as a cohort). CUDA: not measured yet, so one by one until it is.
 AUTO_COHORT = {"cpu": False, "cuda": False}
+#: `cohort: auto` per (device type, model family: the registered model name) where a measurement of that family
+#: decided it, over AUTO_COHORT: the `cohort_auto` decisions of the committed `fdabench bench gpu` run,
+#: docs/benchmarks/gpu.json, entered here (tests/test_bench_gpu.py checks that the two agree). Empty: no GPU run
+#: has been committed, so `auto` trains one by one on a GPU.
+AUTO_COHORT_BY_MODEL: dict[tuple[str, str], bool] = {}
+
+
+def auto_cohort(device_type: str, model: str | None) -> bool:
+    """Whether `cohort: auto` trains cohorts on this device type for this model family: its measured entry in
+    AUTO_COHORT_BY_MODEL, else the device type's AUTO_COHORT."""
+    if model is not None and (device_type, model) in AUTO_COHORT_BY_MODEL:
+        return AUTO_COHORT_BY_MODEL[(device_type, model)]
+    return AUTO_COHORT.get(device_type, False)
 
 
 def use_cohort(mode: str, device: torch.device, model: nn.Module, clients: Sequence[ClientData]) -> bool:
     """Whether sources train in cohorts (`train_grouped`) under the `cohort` setting: on (where the model allows
-    it and two or more clients share a sample count), off, or auto (the same, where AUTO_COHORT says a cohort is
-    faster on the device)."""
-    if mode == "off" or (mode == "auto" and not AUTO_COHORT.get(device.type, False)):
+    it and two or more clients share a sample count), off, or auto (the same, where `auto_cohort` says a cohort
+    is faster for the device and the model's family)."""
+    if mode == "off" or (mode == "auto" and not auto_cohort(device.type, model_name(model))):
         return False
     return model_eligible(model) and any(len(group) > 1 for group in size_groups(clients))
 

@@ -4,8 +4,8 @@ this package registers the built-in models and installed plugins (entry-point gr
 
 from fdabench.core.plugins import load_plugins
 from fdabench.models import small, vision  # noqa: F401  (registers the models)
-from fdabench.models.base import MODELS, ModelFactory, build_model, resolved_model_options
+from fdabench.models.base import MODELS, ModelFactory, build_model, model_name, resolved_model_options
 
 load_plugins(MODELS)
 
-__all__ = ["MODELS", "ModelFactory", "build_model", "resolved_model_options"]
+__all__ = ["MODELS", "ModelFactory", "build_model", "model_name", "resolved_model_options"]
