@@ -14,6 +14,8 @@ INDICES = {
     "auto_estimation": range(1, CHECKED_ROUNDS + 1),
     "dadil_clients": range(CHECKED_CLIENTS + 1),
     "dadil_classifier": range(CHECKED_ROUNDS),
+    "participation": range(CHECKED_ROUNDS),
+    "dropout": range(CHECKED_ROUNDS),
 }
 
 

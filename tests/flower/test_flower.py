@@ -40,8 +40,8 @@ def _in_process(params, method):
     from fdabench.federation import rounds
 
     class Recorded(rounds.LocalSites):
-        def train_sources(self, start, settings):
-            replies = super().train_sources(start, settings)
+        def train_sources(self, start, settings, round_index=0, asked=None):
+            replies = super().train_sources(start, settings, round_index, asked)
             received.append([r.update.clone() for r in replies.results])
             return replies
 

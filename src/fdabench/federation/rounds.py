@@ -23,6 +23,7 @@ from fdabench.core.streams import stream
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
+from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
 from fdabench.federation.rule_interface import Aggregate, RoundInputs, RoundRules
@@ -89,7 +90,15 @@ def run_rounds(
 
     if sites is None:
         clients: Sites = LocalSites(
-            method, problem, space, loss_fn, seed, settings.cohort, device, settings.eval_batch_size
+            method,
+            problem,
+            space,
+            loss_fn,
+            seed,
+            settings.cohort,
+            device,
+            settings.eval_batch_size,
+            dropout=settings.source_dropout,
         )
     else:
         clients = sites(space)
@@ -118,19 +127,30 @@ def run_rounds(
             round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names
         )
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
-        round_counts = source_counts  # of the sources that answered (all, in one process)
+        round_counts = source_counts  # of the sources that answered
+        participation: dict[str, Any] = {}  # who was asked and who answered, where not every source always is
+        silent = False  # the sources were asked and none answered
 
         if source_names and (phase == "warmup" or method.sources_train_after_warmup):
-            replies = clients.train_sources(global_params, source_local)
+            asked = asked_sources(len(source_names), settings.participation, seed, round_index)
+            replies = clients.train_sources(global_params, source_local, round_index, asked)
             buffer_states = replies.buffers
-            if replies.present is not None:  # a transport that went on without some sources
-                round_counts = source_counts[replies.present]
-                inputs.source_names = tuple(source_names[index] for index in replies.present)
-            inputs.source_updates = torch.stack([r.update for r in replies.results])
-            inputs.source_counts = round_counts
-            inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
-            downlink += len(source_names) * space.update_bytes
+            answered = list(range(len(source_names))) if replies.present is None else list(replies.present)
+            if replies.present is not None:  # some sources were not asked, dropped out, or were left behind
+                round_counts = source_counts[answered]
+                inputs.source_names = tuple(source_names[index] for index in answered)
+            silent = not replies.results
+            if not silent:
+                inputs.source_updates = torch.stack([r.update for r in replies.results])
+                inputs.source_counts = round_counts
+                inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
+            downlink += len(asked) * space.update_bytes
             uplink += len(replies.results) * (space.update_bytes + COUNT_BYTES)
+            if settings.participation < 1 or settings.source_dropout > 0:
+                participation = {
+                    "asked": [source_names[index] for index in asked],
+                    "answered": [source_names[index] for index in answered],
+                }
 
         target_trains = clients.has_target and phase == "fda"
         if target_trains:
@@ -144,7 +164,9 @@ def run_rounds(
             if method.target_receives_source_updates and inputs.source_updates is not None:
                 downlink += len(inputs.source_updates) * space.update_bytes
 
-        if phase == "warmup" or not clients.has_target:
+        if silent:  # no source answered: the target's update alone, or no step in a source-only round
+            aggregate = Aggregate(inputs.target_update if target_trains else torch.zeros_like(global_params))
+        elif phase == "warmup" or not clients.has_target:
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
@@ -157,11 +179,11 @@ def run_rounds(
         else:
             global_params = global_params + settings.server_lr * aggregate.delta
         space.set(global_params)
-        if space.buffers:
+        if space.buffers and (target_trains or buffer_states):
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, round_counts))
 
         metrics = clients.evaluate(global_params, space.get_buffers())
-        record = round_record(round_index, phase, metrics, uplink, downlink, started, **aggregate.log)
+        record = round_record(round_index, phase, metrics, uplink, downlink, started, **participation, **aggregate.log)
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):
             checkpoints.save(

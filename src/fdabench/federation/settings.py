@@ -72,6 +72,22 @@ TRAIN_SCHEMA: dict[str, Any] = {
         "not yet measured on a GPU)",
         "default": "auto",
     },
+    "participation": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 1,
+        "description": "the fraction of the sources asked each round (at least one; a seeded sample per round, "
+        "fdabench.federation.participation)",
+        "default": 1.0,
+    },
+    "source_dropout": {
+        "type": "number",
+        "minimum": 0,
+        "exclusiveMaximum": 1,
+        "description": "the probability that an asked source drops out of a round in the in-process simulator (it "
+        "neither trains nor answers; over Flower, dropouts are the sites' own or injected faults)",
+        "default": 0.0,
+    },
     "final_rounds": {
         "type": "integer",
         "minimum": 1,
@@ -109,6 +125,8 @@ class TrainSettings:
     server_momentum: float
     server_lr: float
     cohort: str
+    participation: float
+    source_dropout: float
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainSettings:

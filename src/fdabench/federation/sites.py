@@ -20,6 +20,7 @@ from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.participation import dropped_sources
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
 from fdabench.federation.validation import validation_metrics
@@ -67,7 +68,9 @@ class Sites(Protocol):
     source_counts: Tensor  # (N,) samples per source, float32 on the loop's device
     has_target: bool
 
-    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound: ...
+    def train_sources(
+        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+    ) -> SourceRound: ...
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound: ...
 
@@ -112,9 +115,11 @@ class LocalSites:
         cohort: str,
         device: torch.device,
         eval_batch_size: int,
+        dropout: float = 0.0,
     ):
         self.method, self.problem, self.space, self.loss_fn, self.seed = method, problem, space, loss_fn, seed
         self.eval_batch_size = eval_batch_size
+        self.dropout = dropout  # the probability that an asked source drops out of a round (simulated)
         self.sources: list[ClientData] = problem.sources if method.sources_train else []
         self.target = target_training_data(method.target_split, problem.target_labelled, problem.target_unlabelled)
         if not self.sources and self.target is None:
@@ -133,14 +138,24 @@ class LocalSites:
         #: vectorised cohorts a source round trains (0: the sources train one by one)
         self.cohorts_per_round = sum(len(group) > 1 for group in size_groups(self.sources)) if self.cohort else 0
 
-    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
-        count = len(self.sources)
-        if self.cohort:
-            return SourceRound(
-                train_grouped(self.space, start, self.sources, settings, self.loss_fn, self.generators[:count])
-            )
-        replies = SourceRound([])
-        for index, data in enumerate(self.sources):
+    def train_sources(
+        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+    ) -> SourceRound:
+        """The `asked` sources (default: all) train from `start`, but those the simulated dropout drops
+        (`dropped_sources`); `present` names the ones that answered when some did not or were not asked."""
+        everyone = list(range(len(self.sources)))
+        asked = everyone if asked is None else list(asked)
+        dropped = set(dropped_sources(asked, self.dropout, self.seed, round_index))
+        training = [index for index in asked if index not in dropped]
+        present = None if training == everyone else training
+        if self.cohort and training:
+            sources = [self.sources[index] for index in training]
+            generators = [self.generators[index] for index in training]
+            results = train_grouped(self.space, start, sources, settings, self.loss_fn, generators)
+            return SourceRound(results, present=present)
+        replies = SourceRound([], present=present)
+        for index in training:
+            data = self.sources[index]
             replies.results.append(
                 train_locally(
                     self.space,
@@ -200,9 +215,11 @@ class TimedSites:
         self.seconds[part] += self._replied - started
         return reply
 
-    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
+    def train_sources(
+        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+    ) -> SourceRound:
         self.cohorts += getattr(self.inner, "cohorts_per_round", 0)
-        return self._timed("source_training", lambda: self.inner.train_sources(start, settings))
+        return self._timed("source_training", lambda: self.inner.train_sources(start, settings, round_index, asked))
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
         return self._timed("target_training", lambda: self.inner.train_target(inputs, start, settings))

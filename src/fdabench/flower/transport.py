@@ -128,7 +128,12 @@ class FlowerSites:
         self.events: list[dict[str, Any]] = []
 
     # -- the round loop's calls ------------------------------------------------------------------------
-    def train_sources(self, start: Tensor, settings: LocalSettings) -> SourceRound:
+    def train_sources(
+        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+    ) -> SourceRound:
+        """The `asked` sources (default: all; the loop's participation sample) train; `present` are those that
+        answered (the dropout policy decides about the others)."""
+        asked_sites = self.sources if asked is None else [self.sources[index] for index in asked]
         buffers = self.space.get_buffers()
         config = {**messages.local_config(settings), "round": self.round_index}
 
@@ -140,7 +145,7 @@ class FlowerSites:
                 }
             )
 
-        replies = self._ask(self.sources, MessageType.TRAIN, request, self._source_reply)
+        replies = self._ask(asked_sites, MessageType.TRAIN, request, self._source_reply)
         present = [index for index, site in enumerate(self.sources) if site.name in replies]
         if not present:
             raise SiteFailure(f"round {self.round_index + 1}: no source answered")
