@@ -1,0 +1,63 @@
+"""Splitting a domain over several clients: every sample dealt once, seeded, and the skew its parameter asks for."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fdabench.data.heterogeneity import dirichlet_label_split, label_mix, quantity_split
+
+LABELS = np.repeat(np.arange(10), 60)  # 600 samples, 10 balanced classes
+
+
+def _mixes(parts):
+    return np.array([label_mix(LABELS, part, 10) for part in parts])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    clients=st.integers(1, 8),
+    alpha=st.floats(0.05, 1000),
+    seed=st.integers(0, 2**31),
+)
+def test_every_sample_is_dealt_to_exactly_one_client(clients, alpha, seed):
+    parts = dirichlet_label_split(LABELS, clients, alpha, np.random.default_rng(seed))
+    assert len(parts) == clients and all(len(part) >= 1 for part in parts)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(LABELS)))
+    sizes = quantity_split(len(LABELS), clients, alpha, np.random.default_rng(seed))
+    assert np.array_equal(np.sort(np.concatenate(sizes)), np.arange(len(LABELS)))
+
+
+def test_splits_are_seeded():
+    first = dirichlet_label_split(LABELS, 4, 0.5, np.random.default_rng(3))
+    again = dirichlet_label_split(LABELS, 4, 0.5, np.random.default_rng(3))
+    other = dirichlet_label_split(LABELS, 4, 0.5, np.random.default_rng(4))
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_a_large_alpha_gives_every_client_the_domains_label_mix_and_a_small_one_concentrates_it():
+    uniform = np.full(10, 0.1)
+    wide = _mixes(dirichlet_label_split(LABELS, 5, 1e4, np.random.default_rng(0)))
+    assert np.abs(wide - uniform).max() < 0.03
+    narrow = _mixes(dirichlet_label_split(LABELS, 5, 0.05, np.random.default_rng(0)))
+    # small α: each client holds few classes, its largest class far above a tenth
+    assert narrow.max(axis=1).mean() > 0.5
+    entropy = lambda m: -(m * np.log(np.where(m > 0, m, 1))).sum(axis=1).mean()
+    assert entropy(narrow) < entropy(wide) - 1.0
+
+
+def test_quantity_skew_moves_sizes_not_label_mixes():
+    equal = [len(p) for p in quantity_split(600, 5, 1e4, np.random.default_rng(0))]
+    assert max(equal) - min(equal) <= 12
+    skewed = [len(p) for p in quantity_split(600, 5, 0.1, np.random.default_rng(0))]
+    assert max(skewed) > 3 * min(skewed)
+
+
+def test_impossible_splits_are_refused():
+    with pytest.raises(ValueError, match="cannot give"):
+        dirichlet_label_split(LABELS[:3], 4, 1.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="alpha > 0"):
+        dirichlet_label_split(LABELS, 4, 0.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="no Dirichlet"):
+        dirichlet_label_split(LABELS, 8, 0.001, np.random.default_rng(0), min_size=70)
