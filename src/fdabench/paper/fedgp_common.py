@@ -28,6 +28,8 @@ def train_block(**values: Any) -> dict[str, Any]:
         "final_rounds": 5,
         "server_momentum": 0.0,
         "server_lr": 1.0,
+        "participation": 1.0,
+        "source_dropout": 0.0,
     }
     return {**base, **values}
 
@@ -50,6 +52,8 @@ def train_block_sources(
             "train.final_rounds": STATISTIC,
             "train.server_momentum": cite(f"{server} (no server momentum)"),
             "train.server_lr": cite(f"{server} (server lr 1)"),
+            "train.participation": cite(f"{server} (every source trains every round)"),
+            "train.source_dropout": cite(f"{server} (every source answers every round)"),
         }
     )
     provenance.update({f"train.{key}": source for key, source in sources.items()})

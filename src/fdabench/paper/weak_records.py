@@ -47,6 +47,8 @@ _TRAINER_SOURCES = {
     "train.server_lr": code(
         f"{_TRAINER}: the averaged weights become the global model", commit="HEAD", repository=WEAK_CODE
     ),
+    "train.participation": code(f"{_TRAINER}: every client trains every round", commit="HEAD", repository=WEAK_CODE),
+    "train.source_dropout": code(f"{_TRAINER}: every client answers every round", commit="HEAD", repository=WEAK_CODE),
 }
 
 _AMAZON = Protocol(
