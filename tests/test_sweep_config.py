@@ -249,3 +249,17 @@ def test_the_cell_limit_counts_every_draw():
     with pytest.raises(ParamsError, match="48 cells"):
         validate_params(raw)  # 3 methods x 4 draws x 2 targets x 2 seeds
     assert len(list(params().cells())) == 48
+
+
+@pytest.mark.parametrize(
+    "partition, message",
+    [
+        ({"clients_per_domain": 2, "label_skew": 1.0, "quantity_skew": 1.0}, "exclude each other"),
+        ({"label_skew": 0.5}, "set clients_per_domain >= 2"),
+    ],
+)
+def test_contradictory_client_splits_are_refused_before_any_job(partition, message):
+    raw = copy.deepcopy(BASE)
+    raw["suites"]["s"]["experiments"]["colored_digits"]["partition"].update(partition)
+    with pytest.raises(ParamsError, match=message):
+        validate_params(raw)

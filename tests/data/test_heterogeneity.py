@@ -61,3 +61,28 @@ def test_impossible_splits_are_refused():
         dirichlet_label_split(LABELS, 4, 0.0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="no Dirichlet"):
         dirichlet_label_split(LABELS, 8, 0.001, np.random.default_rng(0), min_size=70)
+
+
+def test_leave_one_domain_out_deals_each_source_domain_over_its_clients(colored_digits):
+    from fdabench.data import get_partitioner
+    from fdabench.federation.problem import build_problem
+
+    partitioner = get_partitioner("leave_one_domain_out")
+    base = {"holdout_fraction": 0.2, "target_labelled": 48}
+    plain = partitioner.split(colored_digits, "-90", 0, base)
+    skewed = partitioner.split(colored_digits, "-90", 0, {**base, "clients_per_domain": 3, "label_skew": 0.1})
+    assert [c.name for c in skewed.sources] == [f"{s.domain}_c{j}" for s in plain.sources for j in range(3)]
+    for domain in plain.sources:
+        dealt = np.concatenate([c.indices for c in skewed.sources if c.domain == domain.domain])
+        assert np.array_equal(np.sort(dealt), domain.indices)  # the domain's 'in' samples, each to one client
+    # the in/out split, the holdout and the target are the one-client partition's
+    assert [h.indices.tolist() for h in skewed.holdout] == [h.indices.tolist() for h in plain.holdout]
+    assert np.array_equal(skewed.target_labelled.indices, plain.target_labelled.indices)
+    again = partitioner.split(colored_digits, "-90", 0, {**base, "clients_per_domain": 3, "label_skew": 0.1})
+    assert all(np.array_equal(a.indices, b.indices) for a, b in zip(skewed.sources, again.sources))
+    problem = build_problem(colored_digits, skewed, "cpu")
+    assert len(problem.sources) == len(problem.source_validation) == 6  # each client scores its domain's holdout
+    with pytest.raises(ValueError, match="exclude each other"):
+        partitioner.split(
+            colored_digits, "-90", 0, {**base, "clients_per_domain": 2, "label_skew": 1, "quantity_skew": 1}
+        )

@@ -5,7 +5,6 @@ from collections import Counter
 
 import torch
 
-from fdabench.federation import rounds
 from fdabench.federation.participation import asked_sources, dropped_sources
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings

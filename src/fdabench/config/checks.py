@@ -159,6 +159,9 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems = schema_errors(
         exp.get("partition", {}), object_schema(partitioner.options_schema), prefix=(*prefix, "partition")
     )
+    if not problems:
+        options = resolve.experiment_partition_options(exp)
+        problems += [f"{where}.partition: {problem}" for problem in partitioner.option_problems(options)]
     problems += schema_errors(
         exp.get("dataset_options", {}), object_schema(source.options_schema), prefix=(*prefix, "dataset_options")
     )

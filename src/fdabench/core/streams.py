@@ -33,6 +33,7 @@ PURPOSES: dict[str, Purpose] = {
     "dadil_clients": Purpose(SEED_STRIDE, 499_979, 1, "FedDaDiL's dictionary clients' sample order, index k"),
     "dadil_classifier": Purpose(SEED_STRIDE, 299_993, 1, "FedDaDiL's classifiers, index the dictionary round"),
     "dadil_atoms": Purpose(SEED_STRIDE, 999_983, 0, "FedDaDiL's initial atoms"),
+    "client_split": Purpose(SEED_STRIDE, 900_001, 0, "a domain's samples over its clients (partitions)"),
     "participation": Purpose(SEED_STRIDE, 600_011, 1, "the sources a round asks, index the round"),
     "dropout": Purpose(SEED_STRIDE, 800_011, 1, "the asked sources that drop out, index the round"),
 }

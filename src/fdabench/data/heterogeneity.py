@@ -64,6 +64,28 @@ def quantity_split(
     )
 
 
+def client_positions(
+    labels: np.ndarray,
+    clients: int,
+    rng: np.random.Generator,
+    label_skew: float | None = None,
+    quantity_skew: float | None = None,
+) -> list[np.ndarray]:
+    """One domain's samples (their `labels`) over `clients` clients: Dirichlet label skew, Dirichlet quantity skew,
+    or (neither) a uniform random deal in near-equal parts. Positions into `labels`, sorted, each sample once."""
+    if label_skew is not None and quantity_skew is not None:
+        raise ValueError("label_skew and quantity_skew exclude each other (label skew already sets the sizes)")
+    if clients == 1:
+        return [np.arange(len(labels))]
+    if label_skew is not None:
+        return dirichlet_label_split(labels, clients, label_skew, rng)
+    if quantity_skew is not None:
+        return quantity_split(len(labels), clients, quantity_skew, rng)
+    if len(labels) < clients:
+        raise ValueError(f"{len(labels)} samples cannot give {clients} clients one each")
+    return [np.sort(part) for part in np.array_split(rng.permutation(len(labels)), clients)]
+
+
 def label_mix(labels: np.ndarray, part: np.ndarray, classes: int) -> np.ndarray:
     """A client's label distribution (class frequencies of `labels[part]`)."""
     counts = np.bincount(labels[part], minlength=classes).astype(float)

@@ -17,7 +17,9 @@ import numpy as np
 
 from fdabench.core.io import content_hash
 from fdabench.core.registry import Registry, derive_defaults
+from fdabench.core.streams import stream
 from fdabench.data.base import DatasetSource, PreparedDataset
+from fdabench.data.heterogeneity import client_positions
 
 
 @dataclass
@@ -131,6 +133,10 @@ class Partitioner(ABC):
     @abstractmethod
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition: ...
 
+    def option_problems(self, options: dict[str, Any]) -> list[str]:
+        """Options that are valid alone but contradict each other (reported before any job); default: none."""
+        return []
+
     def target_names(
         self, source: DatasetSource, options: dict[str, Any], dataset_options: dict[str, Any] | None = None
     ) -> list[str]:
@@ -195,6 +201,23 @@ class LeaveOneDomainOut(Partitioner):
             "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
             "description": "per-target value of target_labelled (e.g. a small centre labelled in full)",
         },
+        "clients_per_domain": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "each source domain's 'in' samples dealt over this many clients, <domain>_c<j> (unset: "
+            "one client per domain); uniformly, or with label_skew or quantity_skew",
+        },
+        "label_skew": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "Dirichlet α of each class's deal over a domain's clients (small: few classes each; large: "
+            "the domain's mix; fdabench.data.heterogeneity)",
+        },
+        "quantity_skew": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "Dirichlet β of the clients' sizes within a domain (labels mixed as the domain's)",
+        },
         "standardize": {
             "enum": [False, True, "per_domain"],
             "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the "
@@ -203,9 +226,18 @@ class LeaveOneDomainOut(Partitioner):
         },
     }
 
+    def option_problems(self, options: dict[str, Any]) -> list[str]:
+        problems = []
+        if "label_skew" in options and "quantity_skew" in options:
+            problems.append("label_skew and quantity_skew exclude each other (label skew already sets the sizes)")
+        if ("label_skew" in options or "quantity_skew" in options) and options.get("clients_per_domain", 1) < 2:
+            problems.append("label_skew and quantity_skew deal a domain over clients: set clients_per_domain >= 2")
+        return problems
+
     def split(self, prepared: PreparedDataset, target: str, seed: int, options: dict[str, Any]) -> Partition:
         _require_domain(prepared, target)
         rng = np.random.default_rng(seed)
+        client_rng = np.random.default_rng(stream(seed, "client_split"))  # apart from the in/out draws
         sources, holdout = [], []
         target_parts: dict[str, np.ndarray]
         for domain, arrays in prepared.domains.items():
@@ -221,7 +253,7 @@ class LeaveOneDomainOut(Partitioner):
                 labelled = _fraction_or_count(wanted, len(in_split), "target_labelled")
                 target_parts = {"labelled": in_split[:labelled], "unlabelled": in_split[labelled:], "test": out_split}
             else:
-                sources.append(ClientIndices(domain, domain, np.sort(in_split)))
+                sources += domain_clients(domain, np.sort(in_split), arrays.y, options, client_rng)
                 holdout.append(ClientIndices(f"{domain}_out", domain, np.sort(out_split)))
         return Partition(
             dataset=prepared.name,
@@ -236,6 +268,18 @@ class LeaveOneDomainOut(Partitioner):
             holdout=holdout,
             transforms=_standardize_transform(options.get("standardize", False)),
         )
+
+
+def domain_clients(
+    domain: str, indices: np.ndarray, labels: np.ndarray, options: dict[str, Any], rng: np.random.Generator
+) -> list[ClientIndices]:
+    """A source domain's samples as its clients: the domain itself, or `clients_per_domain` clients <domain>_c<j>
+    dealt uniformly or with `label_skew` / `quantity_skew` (`fdabench.data.heterogeneity.client_positions`)."""
+    clients = int(options.get("clients_per_domain", 1))
+    if clients == 1:
+        return [ClientIndices(domain, domain, indices)]
+    parts = client_positions(labels[indices], clients, rng, options.get("label_skew"), options.get("quantity_skew"))
+    return [ClientIndices(f"{domain}_c{j}", domain, indices[part]) for j, part in enumerate(parts)]
 
 
 def _standardize_transform(standardize: bool | str) -> dict[str, dict[str, str]]:
