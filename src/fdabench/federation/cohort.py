@@ -33,13 +33,13 @@ from fdabench.models import model_name
 
 #: `cohort: auto` per device type: whether a cohort trains faster there, as `fdabench bench cell ... --cohort both`
 #: measured. CPU: no (FMNIST noise-0.4 fedgp cell, 9 x 6,000 samples, 2 threads: 2.53 s per round one by one, 3.28 s
-#: as a cohort). CUDA: not measured yet, so one by one until it is.
+#: as a cohort). CUDA: one by one, except where AUTO_COHORT_BY_MODEL has a measurement.
 AUTO_COHORT = {"cpu": False, "cuda": False}
 #: `cohort: auto` per (device type, model family: the registered model name) where a measurement of that family
 #: decided it, over AUTO_COHORT: the `cohort_auto` decisions of the committed `fdabench bench gpu` run,
-#: docs/benchmarks/gpu.json, entered here (tests/test_bench_gpu.py checks that the two agree). Empty: no GPU run
-#: has been committed, so `auto` trains one by one on a GPU.
-AUTO_COHORT_BY_MODEL: dict[tuple[str, str], bool] = {}
+#: docs/benchmarks/gpu.json, entered here (tests/test_bench_gpu.py checks that the two agree). fmnist_cnn on CUDA:
+#: the FedGP and FedGP-auto-threshold cells ran 3.68x and 3.32x faster as cohorts on an H200 (6cc78c6).
+AUTO_COHORT_BY_MODEL: dict[tuple[str, str], bool] = {("cuda", "fmnist_cnn"): True}
 
 
 def auto_cohort(device_type: str, model: str | None) -> bool:
