@@ -214,7 +214,7 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += _model_errors(f"{where}.train", train)
     problems += _size_errors(raw, f"{where}.train", train)
     problems += _target_batch_errors(raw, where, exp, methods, train, partition_targets(raw, exp))
-    problems += _validation_errors(where, resolve_validation(suite, exp), partition_targets(raw, exp))
+    problems += _validation_errors(where, sweep.validation(suite, exp), partition_targets(raw, exp))
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -387,10 +387,6 @@ def _target_batch_errors(
     return problems
 
 
-def resolve_validation(suite: dict[str, Any], exp: dict[str, Any]) -> dict[str, Any]:
-    return sweep.validation(suite, exp)
-
-
 def _validation_errors(where: str, validation: dict[str, Any], labelled: dict[str, int]) -> list[str]:
     """Target validation that contradicts itself or leaves a target nothing to train on or validate with."""
     if "target_holdout" in validation and "target_folds" in validation:
@@ -456,7 +452,7 @@ def _sweep_errors(raw: dict[str, Any], suite: dict[str, Any], where_suite: str) 
     if plan["search"] == "grid" and "draws" in suite["sweep"]:
         problems.append(f"{where}.draws: a grid search runs every grid point; set grid_points, or search: random")
     for exp_name, exp in suite["experiments"].items():
-        if "target_val" in plan["rules"] and not resolve_validation(suite, exp):
+        if "target_val" in plan["rules"] and not sweep.validation(suite, exp):
             problems.append(
                 f"{where}.rules: target_val needs target validation in experiment {exp_name!r}: set validation: "
                 "{target_holdout: n} (or target_folds) in the suite or the experiment"
