@@ -19,38 +19,44 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
 
+# The rules a run starts from: `started` (workflow/rules/common.smk) heals the workspace first where jobs will run.
 rule all:
     default_target: True
     input:
-        with_views(table_outputs() + figure_outputs() + theory_outputs()) + cells_table_outputs() + dvc_outputs() + sweep_outputs(),
+        started(
+            with_views(table_outputs() + figure_outputs() + theory_outputs())
+            + cells_table_outputs()
+            + dvc_outputs()
+            + sweep_outputs()
+        ),
 
 
 # DVC's stages: the data of every suite in dvc.suites; a suite's report without the results/<name> links
 rule prepared:
     input:
-        prepared_paths(),
+        started(prepared_paths()),
 
 
 rule report:
     input:
-        table_outputs() + figure_outputs() + theory_outputs() + cells_table_outputs() + dvc_outputs() + sweep_outputs(),
+        started(table_outputs() + figure_outputs() + theory_outputs() + cells_table_outputs() + dvc_outputs() + sweep_outputs()),
 
 
 rule cells:
     input:
-        cell_paths(PARAMS.experiment_names()),
+        started(cell_paths(PARAMS.experiment_names())),
 
 
 rule tables:
     input:
-        with_views(table_outputs()) + dvc_outputs(),
+        started(with_views(table_outputs()) + dvc_outputs()),
 
 
 rule figures:
     input:
-        with_views(figure_outputs()),
+        started(with_views(figure_outputs())),
 
 
 rule theory:
     input:
-        with_views(theory_outputs()),
+        started(with_views(theory_outputs())),

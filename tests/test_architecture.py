@@ -15,14 +15,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
 # Bottom to top. A module may import modules of its own layer or of lower layers. Each layer is a set of
 # packages (docs/architecture.md draws this table from here).
 LAYERS = (
-    ("fdabench", "fdabench.core", "fdabench.paper"),  # foundations: errors, registries, files, paths, plugins
+    # foundations: errors, registries, files, paths, plugins; the papers, and the theory check's roles
+    ("fdabench", "fdabench.core", "fdabench.paper", "fdabench.theory", "fdabench.theory.roles"),
     ("fdabench.tensor_math", "fdabench.data", "fdabench.models"),  # pure math, datasets, networks
-    ("fdabench.federation",),  # the round loop and local training
+    ("fdabench.federation", "fdabench.theory.quantities"),  # the round loop and local training
     ("fdabench.methods",),  # the methods
-    ("fdabench.config", "fdabench.cell", "fdabench.flower", "fdabench.testing"),  # cell execution
-    ("fdabench.bench", "fdabench.report"),  # benchmarks and reports
+    (
+        "fdabench.config",
+        "fdabench.cell",
+        "fdabench.flower",
+        "fdabench.testing",
+        "fdabench.theory.init",
+    ),  # cell execution
+    ("fdabench.bench", "fdabench.report", "fdabench.theory.report"),  # benchmarks and reports
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )
+# The theory check is one package (fdabench.theory) whose modules sit at the layers of what they use.
 # What the report may read: cell files and the published papers, never params or the registries.
 REPORT_MAY_IMPORT = (
     "fdabench.cell.result",
@@ -32,6 +40,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.core.selection",
     "fdabench.paper",
     "fdabench.report",
+    "fdabench.theory.roles",
 )
 # The CLI package defers library imports (every --help and data job starts without torch); the fork server's
 # client runs in every training job and imports only what handing the job over needs (the plugin scan and the
@@ -113,7 +122,7 @@ def test_layers_import_downwards_only():
 
 def test_the_report_reads_cell_files_and_the_papers_only():
     for module in MODULES:
-        if module.startswith("fdabench.report"):
+        if module.startswith(("fdabench.report", "fdabench.theory.report")):
             for imported, _ in _imports(module):
                 assert imported.startswith(REPORT_MAY_IMPORT), f"{module} imports {imported}"
 

@@ -232,26 +232,18 @@ def _zero_labelled(tmp: Path) -> str:
     )
 
 
-def _unwritable_results(tmp: Path) -> str:
+def _train_arguments(tmp: Path, output: Path, partition: Path | None = None) -> list[str]:
+    """`fdabench train` of a demo cell on a tiny prepared dataset and its partition (or `partition`), to `output`."""
     _tiny_prepared(tmp / "prepared")
-    partition = _partition_file(tmp / "prepared", tmp / "partition.json")
-    (tmp / "results").write_text("a file where the results folder should be")
+    partition = partition or _partition_file(tmp / "prepared", tmp / "partition.json")
     cell = validate_params(copy.deepcopy(SHIPPED)).cell("colored_digits", "fedgp", "+90", 0).config
-    with pytest.raises(SystemExit) as caught:
-        main(
-            [
-                "train",
-                "--cell",
-                json.dumps(cell),
-                "--prepared",
-                str(tmp / "prepared"),
-                "--partition",
-                str(partition),
-                "--output",
-                str(tmp / "results/cell.json"),
-            ]
-        )
-    return str(caught.value)
+    return ["train", "--cell", json.dumps(cell), "--prepared", str(tmp / "prepared"), "--partition", str(partition),
+            "--output", str(output)]  # fmt: skip
+
+
+def _unwritable_results(tmp: Path) -> list[str]:
+    (tmp / "results").write_text("a file where the results folder should be")
+    return _train_arguments(tmp, tmp / "results/cell.json")
 
 
 def _full_disk(tmp: Path) -> str:
@@ -347,13 +339,70 @@ def _cuda_without_cuda(tmp: Path) -> str:
         devices.cuda_available = available
 
 
+def _params_text(text: str) -> Callable[[Path], list[str]]:
+    """`fdabench validate` of params.yaml with `text` appended."""
+
+    def arguments(tmp: Path) -> list[str]:
+        (tmp / "params.yaml").write_text((REPO / "params.yaml").read_text() + text)
+        return ["validate", "--params", str(tmp / "params.yaml")]
+
+    return arguments
+
+
+BILLION_LAUGHS = "\nlaughs:\n" + "".join(
+    f"  l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 10) if k else ', '.join('x' * 10)}]\n" for k in range(9)
+)
+
+
+def _broken_plugin(tmp: Path) -> str:
+    """A method plugin whose module is not there: skipped with one line (suites that use it are refused with it)."""
+    from importlib.metadata import EntryPoint
+
+    from fdabench.core import plugins
+    from fdabench.core.registry import Registry
+
+    installed = plugins.entry_points
+    plugins.entry_points = lambda group: [EntryPoint("mine", "no_such_plugin.method:Mine", "fdabench.methods")]
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            plugins.load_plugins(Registry("method"))
+    finally:
+        plugins.entry_points = installed
+    assert len(stderr.getvalue().strip().splitlines()) == 1
+    return stderr.getvalue()
+
+
+def _truncated_checkpoint(tmp: Path) -> str:
+    from fdabench.federation.checkpoint import Checkpoints
+
+    (tmp / ".cell.json.checkpoint.pt").write_bytes(b"PK\x03\x04 cut short")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert Checkpoints(tmp / ".cell.json.checkpoint.pt", 2, {}).load() is None
+    assert not (tmp / ".cell.json.checkpoint.pt").exists()
+    return printed.getvalue()
+
+
+def _directory_for_a_cell(tmp: Path) -> str:
+    from fdabench.jobs.heal import heal_cell
+
+    (tmp / "seed0.json").mkdir()
+    return heal_cell(tmp / "seed0.json", tmp / "marker", {}, dict, "results/cells/…/seed0.json")
+
+
+def _partition_as_cell(tmp: Path) -> list[str]:
+    _tiny_prepared(tmp / "prepared")
+    return ["table", str(_partition_file(tmp / "prepared", tmp / "partition.json"))]
+
+
 CASES = [
     Case(
         "unknown suite", r"suite: 'dem' is not defined; allowed values: demo", _params(lambda r: r.update(suite="dem"))
     ),
     Case(
         "unknown method",
-        r"suites\.demo\.methods\[\d+\]: unknown method 'fedgpp'; allowed values: ",
+        r"suites\.demo\.methods\[\d+\]: unknown method 'fedgpp'; allowed values: .*; did you mean 'fedgp'",
         _params(lambda r: _demo(r)["methods"].append("fedgpp")),
     ),
     Case(
@@ -509,7 +558,7 @@ CASES = [
     Case(
         "an unwritable results folder",
         r"cannot write .*cell\.json \(.*\); make .* writable or choose another results folder\. Nothing was trained",
-        _unwritable_results,
+        _cli(_unwritable_results),
     ),
     Case(
         "a full disk during a cell write",
@@ -647,6 +696,94 @@ CASES = [
                 str(tmp / "prepared"),
             ]
         ),  # fmt: skip
+    ),
+    Case(
+        "a key repeated in params.yaml",
+        r"^fdabench: .*params\.yaml: line \d+ repeats key 'suite' of the mapping that gives it at line 7 \(YAML would "
+        r"keep the last value\); remove one of them",
+        _cli(_params_text("suite: smoke\n")),
+    ),
+    Case(
+        "nested aliases (a billion laughs)",
+        r"params\.yaml: aliases expand the document beyond 100000 values \(nested or recursive aliases\)",
+        _cli(_params_text(BILLION_LAUGHS)),
+    ),
+    Case(
+        "a per-target override for a target no experiment has",
+        r"methods\.fedgp\.by_target\.-9: no experiment that runs 'fedgp' has target '-9', so the override would be "
+        r"ignored; did you mean '-90'\? \(targets: \+90, \+80, -90, .*\)",
+        _params(lambda r: r["methods"].update(fedgp={"beta": 0.5, "by_target": {"-9": {"beta": 0.2}}})),
+    ),
+    Case(
+        "a labelled-count override for a target the experiment lacks",
+        r"partition\.target_labelled_overrides\.\+8: '\+8' is not a target of this experiment, so the override would "
+        r"be ignored; its targets: \+90, \+80, -90; did you mean '\+80'",
+        _params(lambda r: _experiment(r).update(partition={"target_labelled_overrides": {"+8": 10}})),
+    ),
+    Case(
+        "final_rounds longer than the run",
+        r"colored_digits\.train\.final_rounds: 10 is more than the run's 4 rounds \(the final metric would average "
+        r"warm-up or fewer rounds\); set final_rounds at most 4",
+        _params(lambda r: _experiment(r).update(train={"rounds": 4, "final_rounds": 10})),
+    ),
+    Case(
+        "momentum with the adam optimiser",
+        r"train\.momentum: 0\.9 is SGD's momentum, and optimizer is adam \(which would ignore it\); set optimizer: "
+        r"sgd, or remove momentum",
+        _params(lambda r: _experiment(r).update(train={"optimizer": "adam", "momentum": 0.9})),
+    ),
+    Case(
+        "a target batch larger than the labelled target",
+        r"colored_digits\.train\.target_batch_size: 100 is more than target '\+90''s 48 labelled samples \(one batch "
+        r"would hold them all\); set 0 \(full batch\) or at most 48",
+        _params(lambda r: _experiment(r).update(methods=["source_only", "fedgp"], train={"target_batch_size": 100})),
+    ),
+    Case(
+        "table given a partition file",
+        r"^fdabench: .*partition\.json is a partition, not a cell result; pass a cell result \(fdabench train",
+        _cli(_partition_as_cell),
+    ),
+    Case(
+        "metrics given a cell file",
+        r"^fdabench: .*cell\.json is a cell result, not a table's metrics; pass a table's metrics \(fdabench table "
+        r"--json",
+        _cli(lambda tmp: ["metrics", str(_finished_cell(tmp)), "--output", str(tmp / "metrics.json")]),
+    ),
+    Case(
+        "train --partition given a cell file",
+        r"^fdabench: .*cell\.json is a cell result, not a partition; pass a partition \(fdabench partition",
+        _cli(lambda tmp: _train_arguments(tmp, tmp / "out.json", partition=_finished_cell(tmp))),
+    ),
+    Case(
+        "compare --csv the cell it reads",
+        r"^fdabench: .*cell\.json would overwrite the input .*cell\.json; choose another output path \(nothing was "
+        r"written\)",
+        _cli(
+            lambda tmp: ["compare", str(_finished_cell(tmp)), "--csv", str(tmp / "cell.json"), "--md", str(tmp / "a")]
+        ),
+    ),
+    Case(
+        "train --output an existing directory",
+        r"^fdabench: cannot write .*: it is a directory; pass a file path \(or move the directory\)\. Nothing was "
+        r"trained",
+        _cli(lambda tmp: _train_arguments(tmp, (tmp / "results").mkdir() or tmp / "results")),
+    ),
+    Case(
+        "a plugin that fails to import",
+        r"^fdabench: skipped a plugin: the fdabench\.methods plugin 'mine' \(no_such_plugin\.method:Mine, from its "
+        r"package\) failed to load: ModuleNotFoundError: .*pip uninstall .*FDABENCH_PLUGINS=0",
+        _broken_plugin,
+    ),
+    Case(
+        "a truncated checkpoint",
+        r"checkpoint .*\.cell\.json\.checkpoint\.pt is unreadable \(.*\); discarded, the cell starts over",
+        _truncated_checkpoint,
+    ),
+    Case(
+        "a directory where a cell file belongs",
+        r"seed0\.json: was a directory, where the cell file belongs; moved aside to .*\.seed0\.json\.directory-\d+, "
+        r"the cell runs",
+        _directory_for_a_cell,
     ),
 ]
 

@@ -40,6 +40,7 @@ def test_cell_file_contract(prepared_inputs):
     assert cell["final"] == pytest.approx(sum(r["accuracy"] for r in cell["rounds"][-5:]) / 5)
     assert cell["bytes"]["uplink_total"] == sum(r["bytes_uplink"] for r in cell["rounds"]) > 0
     assert cell["wall_seconds"] > 0 and cell["device"] == "cpu" and cell["partition_hash"]
+    assert cell["plugins"] == []  # the plugin distributions loaded (none here): part of its code fingerprint too
 
 
 def test_rerun_same_seed_reproduces_numbers_exactly(prepared_inputs):

@@ -35,7 +35,8 @@ def test_method_typo_names_key_and_allowed_values(raw):
     broken["suites"]["demo"]["methods"] = ["source_only", "fedgpp"]
     message = _error(broken)
     assert "suites.demo.methods[1]: unknown method 'fedgpp'" in message
-    allowed = message.split("allowed values: ")[1].split("\n")[0].split(", ")
+    assert "did you mean 'fedgp'" in message  # the nearest valid names
+    allowed = message.split("allowed values: ")[1].split("\n")[0].split("; did you mean")[0].split(", ")
     assert allowed == sorted(allowed) and {
         "fedda",
         "fedgp",
@@ -253,22 +254,37 @@ def test_method_options_are_checked_against_the_method(raw):
 
 
 def test_a_suite_named_like_a_results_folder_is_refused(raw):
+    raw = copy.deepcopy(raw)  # the fixture is shared by the module's tests
     raw["suites"]["cells"] = raw["suites"].pop("demo")
     raw["suite"] = "cells"
     with pytest.raises(ParamsError, match=r"suites\.cells: the name is taken by results/cells/; rename the suite"):
         validate_params(raw)
 
 
-def test_cuda_and_auto_are_the_same_cell_where_both_mean_cuda(monkeypatch, repo_root):
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda"])
+def test_a_cell_is_the_same_cell_on_every_machine(monkeypatch, raw, device):
     from fdabench.core import devices
 
-    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
-    monkeypatch.setattr(devices, "cuda_available", lambda: True)
-    auto = validate_params({**raw, "device": "auto"}).cell("colored_digits", "fedgp", "+90", 0)
-    cuda = validate_params({**raw, "device": "cuda"}).cell("colored_digits", "fedgp", "+90", 0)
-    assert cuda.config == auto.config and cuda.config["device"] == "auto"  # switching reruns nothing
-    assert validate_params({**raw, "device": "cpu"}).cell("colored_digits", "fedgp", "+90", 0).config["device"] == "cpu"
+    def plan(has_cuda: bool) -> dict:
+        monkeypatch.setattr(devices, "cuda_available", lambda: has_cuda)
+        return {cell.path: cell.config for cell in validate_params({**raw, "device": device}).cells()}
+
+    on_a_login_node, on_a_gpu_node = plan(False), plan(True)  # a cluster's login node may lack CUDA
+    assert on_a_login_node == on_a_gpu_node and len(on_a_gpu_node) > 100
+    assert {config["device"] for config in on_a_gpu_node.values()} == {device}  # as params.yaml gives it
+
+
+def test_the_device_is_decided_where_the_cell_runs(monkeypatch, raw):
+    from fdabench.cell.setup import CellInputError, cell_device
+    from fdabench.core import devices
+
     monkeypatch.setattr(devices, "cuda_available", lambda: False)
-    params = validate_params({**raw, "device": "cuda"})  # a cluster's login node may lack CUDA: not refused here
-    assert params.cell("colored_digits", "fedgp", "+90", 0).config["device"] == "cuda"
-    assert "set device: auto or cpu" in params.device_problem()
+    assert [devices.decide(name) for name in ("auto", "cpu")] == ["cpu", "cpu"] and devices.uses_cuda("cuda")
+    assert "set device: auto or cpu" in validate_params({**raw, "device": "cuda"}).device_problem()
+    with pytest.raises(CellInputError, match="CUDA is not available"):
+        cell_device("cuda")
+    monkeypatch.setattr(devices, "cuda_available", lambda: True)
+    assert [devices.decide(name) for name in ("auto", "cpu", "cuda")] == ["cuda", "cpu", "cuda"]
+    assert validate_params({**raw, "device": "cuda"}).device_problem() is None
+    with pytest.raises(ValueError, match="use one of auto, cpu, cuda"):
+        devices.decide("gpu")

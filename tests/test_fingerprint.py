@@ -117,17 +117,21 @@ def test_roots_are_the_modules_of_the_registered_components():
     assert cell_roots(config) == [
         "fdabench.cell.run",
         "fdabench.models.small",
-        "fdabench.data.partition",
+        "fdabench.data.partitioners.leave_one_domain_out",
         "fdabench.data.digits",
         "fdabench.methods.fda",
     ]
     assert prepare_roots("colored_digits") == ["fdabench.data.digits"]
     assert partition_roots("synthetic_regression", "shift_and_subsample") == [
-        "fdabench.data.partition",
+        "fdabench.data.partitioners.shift_and_subsample",
         "fdabench.data.synthetic",
     ]
     prepare = code_fingerprint(prepare_roots("colored_digits"))
     assert "fdabench.federation.rounds" not in prepare.modules and "fdabench.data.digits" in prepare.modules
+    # a partitioner's cells reach its own module and what partitioners share, not the other partitioners
+    partition = code_fingerprint(partition_roots("colored_digits", "leave_one_domain_out"))
+    assert "fdabench.data.partition" in partition.modules
+    assert not [name for name in partition.modules if name.startswith("fdabench.data.partitioners.feature")]
 
 
 def test_imports_resolve_to_the_module_that_defines_the_name():

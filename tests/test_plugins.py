@@ -3,7 +3,9 @@ errors when one cannot be, and plugin code in the fingerprints of the cells that
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,11 +17,12 @@ import pytest
 from fdabench.cell import fingerprint
 from fdabench.cell.fingerprint import code_fingerprint
 from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
-from fdabench.config import ParamsError, load_params
+from fdabench.config import ParamsError, load_params, validate_params
 from fdabench.core import plugins
-from fdabench.core.plugins import PluginError, load_plugins, shipped_names
-from fdabench.core.registry import Registry
+from fdabench.core.plugins import load_plugins, shipped_names
+from fdabench.core.registry import Registry, UnknownNameError
 from fdabench.methods import METHODS, RoundLoopMethod
+from workflows import TINY_PARAMS
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fdabench-fedgp-nofilter"
 
@@ -72,28 +75,67 @@ def test_entry_point_registers_its_class_under_its_name(plugin_package, monkeypa
     assert shipped_names(registry) == []
 
 
-def test_entry_point_named_otherwise_than_its_class_is_refused(plugin_package, monkeypatch):
+def _skipped(registry: Registry, capsys, name: str, reason: str) -> str:
+    """load_plugins skips a plugin that cannot be registered with one line on stderr, keeps the reason under its name
+    (`registry.broken`), and refuses the name with it."""
+    assert load_plugins(registry) == []
+    line = capsys.readouterr().err
+    assert line.startswith("fdabench: skipped a plugin: ") and len(line.strip().splitlines()) == 1, line
+    assert re.search(reason, registry.broken[name]) and "Traceback" not in line
+    return registry.broken[name]
+
+
+def test_entry_point_named_otherwise_than_its_class_is_refused(plugin_package, monkeypatch, capsys):
     plugin_package(name="other")
     _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
-    with pytest.raises(PluginError, match="registered as 'other'; name the entry point 'other'"):
-        load_plugins(Registry("method"))
+    registry: Registry = Registry("method")
+    _skipped(registry, capsys, "mine", "registered as 'other'; name the entry point 'other'")
+    with pytest.raises(UnknownNameError, match="registered as 'other'"):
+        registry.get("mine")
 
 
-def test_plugin_taking_a_shipped_name_is_refused(plugin_package, monkeypatch):
+def test_plugin_naming_a_missing_attribute_is_skipped(plugin_package, monkeypatch, capsys):
+    plugin_package()
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Missing", "fdabench.methods"))
+    _skipped(Registry("method"), capsys, "mine", "failed to load: AttributeError: .*Missing.*pip uninstall")
+
+
+def test_plugin_taking_a_shipped_name_is_refused_for_the_suites_that_use_it(
+    plugin_package, monkeypatch, capsys, repo_root
+):
     plugin_package(name="fedgp")
     _installed(monkeypatch, EntryPoint("fedgp", "myplugin.method:Mine", "fdabench.methods"))
-    with pytest.raises(PluginError, match="a method 'fedgp' exists already; give the plugin's method another name"):
-        load_plugins(METHODS)
+    monkeypatch.setattr(METHODS, "broken", {})
+    _skipped(METHODS, capsys, "fedgp", "a method 'fedgp' exists already; give the plugin's method another name")
     assert METHODS.get("fedgp").__module__ == "fdabench.methods.fda"
+    with pytest.raises(ParamsError, match=r"colored_digits: method 'fedgp': entry point 'fedgp' .*pip uninstall"):
+        load_params(repo_root / "params.yaml")  # the demo suite runs fedgp: which of the two is unclear
+    without = copy.deepcopy(TINY_PARAMS)
+    without["suites"]["tiny"]["methods"] = ["source_only"]
+    assert len(list(validate_params(without).cells())) == 2  # a suite without fedgp is not blocked
 
 
-def test_plugin_that_fails_to_load_names_the_fix(plugin_package, monkeypatch):
+def test_broken_plugin_blocks_only_the_suites_that_use_it(plugin_package, monkeypatch, capsys, repo_root):
+    plugin_package(helper="raise RuntimeError('broken on import')\n")
+    _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
+    monkeypatch.setattr(METHODS, "broken", {})
+    _skipped(METHODS, capsys, "mine", "failed to load: RuntimeError: broken on import")
+    assert load_params(repo_root / "params.yaml").suite_name == "demo"  # no suite uses it
+    using = copy.deepcopy(TINY_PARAMS)
+    using["suites"]["tiny"]["methods"] = ["source_only", "mine"]
+    with pytest.raises(ParamsError, match=r"unknown method 'mine'.*\n    the fdabench\.methods plugin 'mine' .*failed"):
+        validate_params(using)
+
+
+def test_plugin_that_fails_to_load_names_the_fix(plugin_package, monkeypatch, capsys):
     plugin_package(helper="raise ImportError('no such thing')\n")
     _installed(monkeypatch, EntryPoint("mine", "myplugin.method:Mine", "fdabench.methods"))
-    with pytest.raises(
-        PluginError, match="failed to load: ImportError: no such thing.*pip uninstall.*FDABENCH_PLUGINS=0"
-    ):
-        load_plugins(Registry("method"))
+    _skipped(
+        Registry("method"),
+        capsys,
+        "mine",
+        "failed to load: ImportError: no such thing.*pip uninstall.*FDABENCH_PLUGINS=0",
+    )
 
 
 def test_switch_loads_no_plugin(plugin_package, monkeypatch):
@@ -168,3 +210,28 @@ def test_example_plugin_installs_and_appears_in_validate(tmp_path, repo_root):
     first += "print(METHODS.get('fedgp_nofilter'))"
     imported_first = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True)
     assert imported_first.returncode == 0 and "FedGPNoFilter" in imported_first.stdout, imported_first.stderr
+
+
+def test_a_broken_installed_plugin_costs_one_line_and_blocks_only_the_suites_that_use_it(tmp_path, repo_root):
+    """An installed distribution (metadata on PYTHONPATH) whose module raises on import: every command says so in one
+    line and goes on; a suite that names its method is refused with that line, exit status 2, no traceback."""
+    site = tmp_path / "site"
+    (site / "brokenplug").mkdir(parents=True)
+    (site / "brokenplug/__init__.py").write_text("raise RuntimeError('broken on import')\n")
+    info = site / "brokenplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fdabench.methods]\nbrokenplug = brokenplug:Method\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    validate = [sys.executable, "-m", "fdabench", "validate", "--params", str(repo_root / "params.yaml")]
+    ran = subprocess.run(validate, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "plugin fdabench.methods: brokenplug (brokenplug 0.1) skipped: it could not be registered" in ran.stdout
+    assert ran.stderr.count("\n") == 1 and ran.stderr.startswith(
+        "fdabench: skipped a plugin: the fdabench.methods plugin 'brokenplug' (brokenplug:Method, from brokenplug) "
+        "failed to load: RuntimeError: broken on import. Fix it or uninstall it (pip uninstall brokenplug)"
+    ), ran.stderr
+    (tmp_path / "mine.yaml").write_text("suites: {demo: {methods: [source_only, brokenplug]}}\n")
+    used = subprocess.run([*validate, "--with", str(tmp_path / "mine.yaml")], env=env, capture_output=True, text=True)
+    assert used.returncode == 2 and "Traceback" not in used.stderr, used.stderr
+    assert "unknown method 'brokenplug'" in used.stderr and "pip uninstall brokenplug" in used.stderr.split("\n", 1)[1]

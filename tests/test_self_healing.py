@@ -97,13 +97,14 @@ def test_a_failed_rerun_keeps_every_finished_cell_table_and_link(workspace, repo
     assert plan.stdout.split("train", 1)[1].split()[0] == "2", plan.stdout
     result = _snakemake(workspace, repo_root, source=broken)
     assert result.returncode != 0
+    assert "fedgp/-90/seed0.json: reruns (code changed" in result.stderr, result.stderr[-2000:]
     assert "injected failure" in (workspace / "results/logs/cells/tiny/colored_digits/fedgp/-90/seed0.log").read_text()
     assert _results(workspace) == before  # every cell, table, figure and link, byte for byte
 
-    # the restored cells still rerun (Snakemake recorded the failed job as if it had written them)
+    # the restored cells still rerun (Snakemake recorded the failed job as if it had written them; the failed run
+    # gave them new rerun markers), as a dry run, which opens no cell file, shows
     plan = _snakemake(workspace, repo_root, "--dry-run", "--quiet", "rules", source=broken)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert "fedgp/-90/seed0.json: reruns (code changed" in plan.stderr, plan.stderr[-2000:]
     assert plan.stdout.split("train", 1)[1].split()[0] == "2", plan.stdout
 
 
@@ -116,11 +117,14 @@ def test_the_same_command_repairs_a_corrupted_workspace(workspace, repo_root):
     other_format.write_text(json.dumps({**cell, "format": "fdabench.cell/2"}))
     (workspace / "results/tiny/table1.csv").unlink()  # results/table1.csv now links to nothing
 
+    # a dry run opens no cell file: it plans the table, not the two cells only their files say are stale
     plan = _snakemake(workspace, repo_root, "--dry-run", "--quiet", "rules")
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert "train" in plan.stdout and plan.stdout.split("train", 1)[1].split()[0] == "2", plan.stdout
+    assert "table " in plan.stdout and "train" not in plan.stdout, plan.stdout
     result = _snakemake(workspace, repo_root)
     assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("fedgp/-90/seed0.json: reruns (unreadable result", "source_only/-90/seed1.json: reruns (format"):
+        assert name in result.stderr, result.stderr[-3000:]
 
     after = _results(workspace)
     assert set(after) == set(before)
@@ -132,3 +136,69 @@ def test_the_same_command_repairs_a_corrupted_workspace(workspace, repo_root):
     assert after["results/table1.csv"] == "tiny/table1.csv"
     nothing = _snakemake(workspace, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:] + nothing.stderr[-2000:]
+
+
+def _files(workdir: Path) -> dict[str, tuple[int, bytes | str]]:
+    """Every file (and link) under results/ and fdabench's folders of .snakemake/: its mtime and bytes (a link: its
+    target)."""
+    found = {}
+    for folder in ("results", ".snakemake/fdabench-rerun", ".snakemake/fdabench-plan"):
+        for path in sorted((workdir / folder).rglob("*")):
+            if path.is_symlink():
+                found[str(path.relative_to(workdir))] = (path.lstat().st_mtime_ns, os.readlink(path))
+            elif path.is_file():
+                found[str(path.relative_to(workdir))] = (path.stat().st_mtime_ns, path.read_bytes())
+    return found
+
+
+#: runs snakemake with its arguments and writes the files it opened and whether torch was imported to AUDIT
+AUDITED_SNAKEMAKE = """
+import atexit, json, os, sys
+opened = []
+sys.addaudithook(lambda event, args: event == "open" and isinstance(args[0], str) and opened.append(args[0]))
+def report():
+    with open(os.environ["AUDIT"], "w") as handle:
+        json.dump({"opened": opened, "imported": sorted(sys.modules)}, handle)
+atexit.register(report)
+sys.argv = ["snakemake", *sys.argv[1:]]
+from snakemake.cli import main
+main()
+"""
+
+
+def _audited(workdir: Path, repo: Path, *args: str, source: Path | None = None) -> tuple[str, dict]:
+    """snakemake with `args` (its output), and what it opened and imported."""
+    command = [sys.executable, "-c", AUDITED_SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--cores", "2", *args]
+    env = {**workflow_environment(workdir, source=source), "AUDIT": str(workdir.parent / "audit.json")}
+    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result.stdout + result.stderr, json.loads((workdir.parent / "audit.json").read_text())
+
+
+def test_planning_reads_no_cell_writes_nothing_and_imports_no_torch(workspace, repo_root, tmp_path):
+    before = _files(workspace)
+    assert any(name.startswith(".snakemake/fdabench-plan/") for name in before)  # the finished run kept its plan
+    for args in (["--dry-run"], ["--lint"], ["--dry-run", "--forceall"]):
+        output, audit = _audited(workspace, repo_root, *args)
+        assert _files(workspace) == before, args  # no file written, touched or removed
+        assert not [path for path in audit["opened"] if "results/cells" in path], args
+        assert "torch" not in audit["imported"] and "fdabench.config" not in audit["imported"], args
+    assert "Nothing to be done" in _audited(workspace, repo_root, "--dry-run")[0]
+
+    # a stale cell and a corrupt one: the dry run still writes nothing, and the run reruns both
+    truncated = workspace / f"{CELLS}/source_only/-90/seed0.json"
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    changed = "\n\nBETA_CHANGED_BY_TEST = 1\n"  # a change to what FedGP's module does
+    broken = _broken_source(tmp_path / "changed", repo_root, "methods/fda.py", changed)
+    before = _files(workspace)
+    output, audit = _audited(workspace, repo_root, "--dry-run", "--quiet", "rules", source=broken)
+    assert _files(workspace) == before and not [path for path in audit["opened"] if "results/cells" in path]
+    assert output.split("train", 1)[1].split()[0] == "2", output  # FedGP's cells (their code fingerprint changed)
+    result = _snakemake(workspace, repo_root, source=broken)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "source_only/-90/seed0.json: reruns (unreadable result" in result.stderr, result.stderr[-3000:]
+    for name in (f"{CELLS}/fedgp/-90/seed0.json", f"{CELLS}/fedgp/-90/seed1.json"):
+        old, new = json.loads(before[name][1]), json.loads((workspace / name).read_text())
+        assert new["code"]["fingerprint"] != old["code"]["fingerprint"] and _numbers(new) == _numbers(old)
+    assert json.loads(truncated.read_text())["format"] == "fdabench.cell/1"
+    assert "Nothing to be done" in _audited(workspace, repo_root, "--dry-run", source=broken)[0]

@@ -3,10 +3,10 @@
 import pytest
 
 from fdabench.data import get_partitioner
-from fdabench.federation.initial_quantities import initial_quantities
 from fdabench.federation.problem import build_problem
 from fdabench.federation.settings import TrainSettings
-from fdabench.report.theory_check import plot_theory, theory_frame, theory_markdown
+from fdabench.theory.quantities import initial_quantities
+from fdabench.theory.report import plot_theory, theory_frame, theory_markdown
 
 SETTINGS = TrainSettings.from_dict(
     {

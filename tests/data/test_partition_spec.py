@@ -11,15 +11,9 @@ import pytest
 
 from fdabench.data import Partition, PreparedDataset, get_dataset, get_partitioner
 from fdabench.data.base import DomainArrays
-from fdabench.data.partition import (
-    PARTITIONERS,
-    ClientIndices,
-    _class_holders,
-    _fraction_or_count,
-    _split_clients,
-    flamby_split,
-    partition_options,
-)
+from fdabench.data.partition import PARTITIONERS, ClientIndices, fraction_or_count, partition_options
+from fdabench.data.partitioners.feature_noise import _class_holders, _split_clients
+from fdabench.data.partitioners.leave_one_domain_out import flamby_split
 
 
 def tiny(sizes: dict[str, int], classes: int = 3, name: str = "tiny") -> PreparedDataset:
@@ -62,13 +56,13 @@ def assert_int64(partition: Partition) -> None:
     ],
 )
 def test_a_count_is_an_integer_or_a_float_above_one_and_a_fraction_is_at_most_one(value, total, count):
-    assert _fraction_or_count(value, total, "target_labelled") == count
+    assert fraction_or_count(value, total, "target_labelled") == count
 
 
 @pytest.mark.parametrize("value, total, selected", [(11, 10, 11), (0.04, 10, 0), (0, 10, 0)])
 def test_counts_outside_one_to_total_are_refused_naming_the_option(value, total, selected):
     with pytest.raises(ValueError, match=rf"^my_option = {value} selects {selected} of {total} samples; need between"):
-        _fraction_or_count(value, total, "my_option")
+        fraction_or_count(value, total, "my_option")
 
 
 # --- leave one domain out -------------------------------------------------------------------------------

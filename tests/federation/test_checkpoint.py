@@ -111,6 +111,25 @@ def test_checkpoint_of_another_run_is_ignored(problem, tmp_path, capsys):
     assert _without_seconds(history["rounds"]) == _without_seconds(reference["rounds"])
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not a checkpoint"])
+def test_an_unreadable_checkpoint_is_discarded_with_one_line_and_the_cell_starts_over(
+    problem, tmp_path, capsys, damage
+):
+    ran = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        _run(problem, "fedgp", {"beta": 0.5}, ran, stop_after=2)
+    if damage == "truncated":
+        ran.path.write_bytes(ran.path.read_bytes()[:200])  # a disk filled up, or a copy cut short
+    else:
+        torch.save({"something": "else"}, ran.path)
+    capsys.readouterr()
+    history, seen = _run(problem, "fedgp", {"beta": 0.5}, Checkpoints(ran.path, 2, IDENTITY))
+    warning = [line for line in capsys.readouterr().out.splitlines() if "unreadable" in line]
+    assert seen == list(range(7)) and len(warning) == 1 and "discarded, the cell starts over" in warning[0]
+    reference, _ = _run(problem, "fedgp", {"beta": 0.5})
+    assert _without_seconds(history["rounds"]) == _without_seconds(reference["rounds"])
+
+
 def test_no_checkpoint_after_the_last_round_or_when_off(tmp_path):
     every_two = Checkpoints(tmp_path / "a", 2, IDENTITY)
     assert [r for r in range(6) if every_two.due(r, 6)] == [1, 3]  # not after round 5: the cell is done

@@ -208,5 +208,5 @@ def test_the_command_refuses_to_overwrite_a_cell(tmp_path, monkeypatch, capsys):
     write_json_atomic(clash, cell("m", "a", 0, 0, 0.5, 0.5, 0.5))
     before = clash.read_bytes()
     assert main(["sweep", str(clash), "--suite", "s"]) == 2
-    assert "both a cell given and an output" in capsys.readouterr().err
+    assert "would overwrite the input" in capsys.readouterr().err
     assert clash.read_bytes() == before

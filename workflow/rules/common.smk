@@ -1,36 +1,107 @@
-# Shared helpers: validate params.yaml before anything runs and resolve cells, paths and wildcards.
+# Shared helpers: params.yaml's answers (validated where worked out, kept between runs), cells, paths and
+# wildcards, and the healing of the cells a run executes. Parsing imports neither torch nor the library where the
+# plan of an earlier run has the answers (fdabench.jobs.plan_cache), and a dry run opens no cell file and writes
+# nothing (fdabench.jobs.heal).
 
-import functools
+import atexit
 import os
 import re
 import shlex
 import sys
 from functools import cache
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 from fdabench.core import devices, paths
 from fdabench.cell.result import read_cell, report_labels
-from fdabench.config import NAME_PATTERN, ParamsError, validate_params
-from fdabench.cell.fingerprint import partition_roots, prepare_roots, theory_roots
 from fdabench.core.io import canonical_json
-from fdabench.cell.plugin_fingerprint import cell_code as cell_code_fingerprint, plugin_aware_fingerprint
+from fdabench.core.errors import ParamsError
+from fdabench.core.strict_yaml import check_params_files
+from fdabench.jobs.heal import heal_cell, heal_link
+from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
 from fdabench.jobs.runlock import RunLockedError, hold_run_lock
-from fdabench.jobs.status import heal_workspace
 
+
+@cache
+def validated_params():
+    """params.yaml validated (fdabench.config.validate_params): imports the library (and torch), so it is called only
+    for an answer the plan does not have; a validation error stops the run before anything runs."""
+    from fdabench.config import ParamsError, validate_params
+
+    try:
+        return validate_params(config)
+    except ParamsError as error:
+        raise WorkflowError(str(error)) from None
+
+
+# Snakemake reads its config files keeping the last of a repeated key and expanding every alias: read them again
+# strictly first (fdabench.core.strict_yaml: quick, and without the library or torch).
 try:
-    PARAMS = validate_params(config)
+    check_params_files(workflow.configfiles)
 except ParamsError as error:
     raise WorkflowError(str(error)) from None
 
-NAME = NAME_PATTERN.strip("^$")
-SUITE = PARAMS.suite_name
-DATA = PARAMS.data_root
+
+# What the workflow asks of params.yaml, through the plan: `PARAMS.tables()` is validated_params().tables(), stored
+# by an earlier run with the same configuration, code and environment, or worked out now.
+PLAN = PlanCache(plan_key(config))
+PARAMS = PlannedParams(PLAN, validated_params)
 
 
-@functools.cache
+def executing():
+    """Whether this process runs jobs: Snakemake's main process executing the workflow, not a dry run or --touch
+    (--lint, --report, --summary and --dag execute nothing: they set no executor)."""
+    return workflow.is_main_process and workflow.executor_plugin is not None and not (workflow.dryrun or workflow.touch)
+
+
+@cache
+def _begin_run():
+    atexit.register(PLAN.save)
+    heal_workspace()
+
+
+def begin_run():
+    """In a run that executes jobs, once, before Snakemake looks at any file: heal the workspace (`heal_workspace`:
+    Snakemake lists a folder once and plans from that list, so nothing may be written after it looked), and keep
+    the plan for later parses when the run ends (also when Snakemake finds nothing to do; `onstart` keeps it too).
+    Every rule a run can start from calls it first (`started`, `rerun_marker`, `view_source`)."""
+    if executing():
+        _begin_run()
+
+
+def dangling(path):
+    """Whether `path` is a link to a file that is gone (Snakemake cannot plan from one: `begin_run` removes it)."""
+    return os.path.islink(path) and not os.path.exists(path)
+
+
+def started(paths):
+    """`paths` as an input function that calls `begin_run` first (for the rules a run starts from). A dry run, which
+    removes nothing, leaves out a results/<name> link whose file is gone (the rule that makes the file is planned)."""
+
+    def inputs(wildcards):
+        begin_run()
+        return [path for path in paths if not dangling(path)]
+
+    return inputs
+
+
+def _name_pattern():
+    from fdabench.config import NAME_PATTERN
+
+    return NAME_PATTERN
+
+
+NAME = PLAN.get("name_pattern", (), _name_pattern).strip("^$")
+SUITE = PARAMS.value("suite_name")
+DATA = PARAMS.value("data_root")
+DEVICE = PARAMS.value("device")
+GPUS = PARAMS.value("gpus")
+
+
+@cache
 def _uses_gpu():
-    return devices.uses_cuda(PARAMS.device)
+    return devices.uses_cuda(DEVICE)
 
 
 def uses_gpu(wildcards):
@@ -40,7 +111,12 @@ def uses_gpu(wildcards):
 
 
 # params.yaml `gpus` (fdabench.core.devices): the GPU each cell is pinned to, round-robin in the suite's cell order
-CELL_GPUS = PARAMS.cell_gpus()
+CELL_GPUS = {
+    (experiment, method, target, seed): device
+    for experiment, method, target, seed, device in PLAN.get(
+        "cell_gpus", (), lambda: [[*key, device] for key, device in validated_params().cell_gpus().items()]
+    )
+}
 
 
 def _cell_key(wildcards):
@@ -56,7 +132,7 @@ def cell_gpu(wildcards):
 # gpu_<index>: 1 for the cells pinned to that GPU, so `--resources gpu_0=K gpu_1=K` runs K cells on each at once
 GPU_RESOURCES = {
     devices.resource_name(device): (lambda wildcards, device=device: int(CELL_GPUS.get(_cell_key(wildcards)) == device))
-    for device in PARAMS.gpus
+    for device in GPUS
 }
 
 
@@ -68,8 +144,16 @@ onstart:
     except RunLockedError as error:
         raise WorkflowError(str(error)) from None
     # the device, where jobs run on this machine: before any job is scheduled (a cluster's nodes check their own)
-    if PARAMS.device_problem() and not workflow.executor_plugin.common_settings.non_local_exec:
-        raise WorkflowError(PARAMS.device_problem())
+    problem = devices.problem(DEVICE)
+    if problem and not workflow.executor_plugin.common_settings.non_local_exec:
+        raise WorkflowError(problem)
+    PLAN.save()
+
+
+onerror:
+    # A failed rerun leaves the previous cell file in place (Snakemake restores update() outputs, with a new mtime):
+    # heal again, so that the next plan, a dry run included, reruns the stale ones.
+    heal_workspace()
 
 
 def _alternatives(names):
@@ -78,14 +162,25 @@ def _alternatives(names):
 
 # The data of the active suite and of the suites DVC builds (its `prepare` stage prepares them all at once:
 # prepared data is shared between suites, so no per-suite stage could own it).
-PREPARING = [PARAMS] + [PARAMS.for_suite(name) for name in PARAMS.dvc_suites if name != SUITE]
+def _preparing():
+    params = validated_params()
+    preparing = [params] + [params.for_suite(name) for name in params.dvc_suites if name != params.suite_name]
+    return {
+        "datasets": sorted({d for p in preparing for d in p.datasets_in_suite()}),
+        "raw": sorted({r for p in preparing for r in p.raw_in_suite()}),
+        "paths": sorted({p.prepared_path(experiment) for p in preparing for experiment in p.experiment_names()}),
+        "options": [[*key, options] for p in preparing for key, options in p.prepared_options().items()],
+    }
+
+
+PREPARING = PLAN.get("preparing", (), _preparing)
 
 
 wildcard_constraints:
     suite=re.escape(SUITE),
     experiment=_alternatives(PARAMS.experiment_names()),
-    dataset=_alternatives(sorted({d for p in PREPARING for d in p.datasets_in_suite()})),
-    raw=_alternatives(sorted({r for p in PREPARING for r in p.raw_in_suite()})),
+    dataset=_alternatives(PREPARING["datasets"]),
+    raw=_alternatives(PREPARING["raw"]),
     options_hash=r"[0-9a-f]{12}",
     table=_alternatives(PARAMS.tables()),
     check=_alternatives(PARAMS.theory_checks()),
@@ -103,12 +198,12 @@ def dataset_of(experiment):
     return PARAMS.experiment(experiment)["dataset"]
 
 
-PREPARED_OPTIONS = {key: options for p in PREPARING for key, options in p.prepared_options().items()}
+PREPARED_OPTIONS = {(dataset, key): options for dataset, key, options in PREPARING["options"]}
 
 
 def prepared_paths():
     """The prepared data of the active suite and of the suites DVC builds."""
-    return sorted({p.prepared_path(experiment) for p in PREPARING for experiment in p.experiment_names()})
+    return PREPARING["paths"]
 
 
 def prepared_options(wildcards):
@@ -125,17 +220,35 @@ def cell_paths(experiments):
     return list(_cell_paths(tuple(experiments)))
 
 
+def cell_path(experiment, method, target, seed):
+    return paths.fill(paths.CELL, suite=SUITE, experiment=experiment, method=method, target=target, seed=seed)
+
+
 @cache
 def _cell_paths(experiments):
-    return tuple(cell.path for cell in PARAMS.cells(list(experiments)))
+    return tuple(cell_path(*key) for key in PARAMS.cell_keys(list(experiments)))
+
+
+def _cell_plan(experiment, method, target, seed):
+    from fdabench.cell.plugin_fingerprint import cell_code
+
+    config = validated_params().cell(experiment, method, target, seed).config
+    return {"config": config, "code": cell_code(config).to_json()}
+
+
+@cache
+def cell_plan(experiment, method, target, seed):
+    """{config: the cell's resolved configuration, code: its code fingerprint with the module hashes}: the job
+    records the fingerprint worked out here rather than computing it again."""
+    key = (experiment, method, target, seed)
+    return PLAN.get("cell", key, lambda: _cell_plan(*key))
 
 
 @cache
 def _cell_params(experiment, method, target, seed):
-    """(the cell's resolved configuration, its code fingerprint with the module hashes), each as canonical JSON:
-    the job records the fingerprint worked out here rather than computing it again."""
-    cell = PARAMS.cell(experiment, method, target, seed)
-    return canonical_json(cell.config), canonical_json(cell_code_fingerprint(cell.config).to_json())
+    """(configuration, code fingerprint), each as canonical JSON."""
+    plan = cell_plan(experiment, method, target, seed)
+    return canonical_json(plan["config"]), canonical_json(plan["code"])
 
 
 def cell_config(wildcards):
@@ -160,9 +273,28 @@ def prepared_path(experiment):
     return PARAMS.prepared_path(experiment)
 
 
+def marker_path(experiment, method, target, seed):
+    return paths.fill(paths.RERUN_MARKER, suite=SUITE, experiment=experiment, method=method, target=target, seed=seed)
+
+
+def heal_workspace():
+    """Check every cell file of the suite against its plan and give a stale one a new rerun marker, and remove links
+    to results that are gone (fdabench.jobs.heal): in a run that executes jobs only (`begin_run`, `onerror`)."""
+    changes = []
+    for key in PARAMS.cell_keys():
+        plan = cell_plan(*key)
+        code = lambda plan=plan: plan["code"]
+        changes.append(heal_cell(Path(cell_path(*key)), Path(marker_path(*key)), plan["config"], code, cell_path(*key)))
+    changes += [heal_link(Path(link), link) for link in view_links()]
+    for change in filter(None, changes):
+        print(f"fdabench: {change}", file=sys.stderr)
+
+
 def rerun_marker(wildcards):
-    """A cell's rerun marker while it exists (fdabench.jobs.status.heal_workspace): a new one reruns the cell."""
-    marker = paths.fill(paths.RERUN_MARKER, suite=SUITE, **{k: wildcards[k] for k in ("experiment", "method", "target", "seed")})
+    """A cell's rerun marker while it exists: a new one reruns the cell. A run that executes jobs has checked the
+    cell's file by then (`begin_run`); a dry run does not open it."""
+    begin_run()
+    marker = marker_path(*_cell_key(wildcards))
     return [marker] if os.path.exists(marker) else []
 
 
@@ -171,13 +303,22 @@ def cell_labels(wildcards, output):
     return report_labels(read_cell(output[0]))
 
 
+def _code_digest(kind, *args):
+    """The code fingerprint of a prepare, partition or theory-init job (fdabench.cell.fingerprint's roots of `kind`,
+    plugins included)."""
+    from fdabench.cell import fingerprint
+    from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
+
+    return plugin_aware_fingerprint(getattr(fingerprint, f"{kind}_roots")(*args)).digest
+
+
 def prepare_code(wildcards):
-    return plugin_aware_fingerprint(prepare_roots(wildcards.dataset)).digest
+    return PLAN.get("prepare_code", (wildcards.dataset,), lambda: _code_digest("prepare", wildcards.dataset))
 
 
 def partition_code(wildcards):
-    roots = partition_roots(dataset_of(wildcards.experiment), PARAMS.partitioner(wildcards.experiment))
-    return plugin_aware_fingerprint(roots).digest
+    dataset, partitioner = dataset_of(wildcards.experiment), PARAMS.partitioner(wildcards.experiment)
+    return PLAN.get("partition_code", (dataset, partitioner), lambda: _code_digest("partition", dataset, partitioner))
 
 
 def pattern(kind, **values):
@@ -209,7 +350,7 @@ def with_views(outputs):
 def auto_cell_paths(experiment):
     """Cells of the experiment's methods that log auto-weighting betas."""
     methods = [m for m in PARAMS.methods(experiment) if PARAMS.logs_betas(m)]
-    return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
+    return [cell_path(*key) for key in PARAMS.cell_keys([experiment]) if key[1] in methods]
 
 
 def dvc_outputs():
@@ -245,16 +386,20 @@ def theory_check_of(experiment):
     raise WorkflowError(f"no theory check uses experiment {experiment!r}")
 
 
-def theory_cell_config(wildcards):
-    """The experiment's settings for the target and seed (any method: the model and seed are shared)."""
+def _theory_cell(wildcards):
+    """The FedDA role's cell of the target and seed (any method would do: the model and seed are shared)."""
     method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
-    return canonical_json(PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed)).config)
+    return cell_plan(wildcards.experiment, method, wildcards.target, int(wildcards.seed))["config"]
+
+
+def theory_cell_config(wildcards):
+    """The experiment's settings for the target and seed."""
+    return canonical_json(_theory_cell(wildcards))
 
 
 def theory_code(wildcards):
-    method = PARAMS.theory_roles(theory_check_of(wildcards.experiment)[0])["fedda"]
-    cell = PARAMS.cell(wildcards.experiment, method, wildcards.target, int(wildcards.seed))
-    return plugin_aware_fingerprint(theory_roots(cell.config)).digest
+    config = _theory_cell(wildcards)
+    return PLAN.get("theory_code", (config,), lambda: _code_digest("theory", config))
 
 
 def theory_init_paths(check):
@@ -269,7 +414,7 @@ def theory_init_paths(check):
 def theory_cell_paths(check):
     experiment = PARAMS.theory_checks()[check]["experiment"]
     methods = set(PARAMS.theory_roles(check).values())
-    return [cell.path for cell in PARAMS.cells([experiment]) if cell.method in methods]
+    return [cell_path(*key) for key in PARAMS.cell_keys([experiment]) if key[1] in methods]
 
 
 def theory_outputs():
@@ -287,13 +432,18 @@ def view_links():
     return [paths.active_view(output, SUITE)[0] for output in table_outputs() + figure_outputs() + theory_outputs()]
 
 
+def view_source(wildcards):
+    """The file the link results/<view> points at (a run that executes jobs has healed the links by then)."""
+    begin_run()
+    link = paths.fill(paths.VIEW, view=wildcards.view)
+    if dangling(link):
+        raise WorkflowError(
+            f"{link} links to a file that is gone; a dry run changes nothing: run the same command without -n, which "
+            "removes the link and makes the file and the link again"
+        )
+    return VIEWS[wildcards.view]
+
+
 def quoted_option(option, value):
     """`option value` with the value quoted for the shell, or nothing when the value is unset."""
     return f"{option} {shlex.quote(str(value))}" if value else ""
-
-
-# Before Snakemake plans (in the main process only): a cell file that is unreadable, of another format, or
-# made with other settings or code reruns, and a link to a missing result is removed (fdabench.jobs.status).
-if workflow.is_main_process:
-    for change in heal_workspace(PARAMS, view_links()):
-        print(f"fdabench: {change}", file=sys.stderr)

@@ -8,8 +8,8 @@ rule acquire:
         directory(pattern("RAW")),
     params:
         root=lambda wildcards, output: os.path.dirname(output[0]),
-        mirror=quoted_option("--mirror", PARAMS.mirror),
-        download="--download" if PARAMS.download else "",
+        mirror=quoted_option("--mirror", PARAMS.value("mirror")),
+        download="--download" if PARAMS.value("download") else "",
     localrule: True
     log:
         log("acquire"),

@@ -107,7 +107,7 @@ rule theory_init:
         code=theory_code,
         beta=lambda wildcards: theory_check_of(wildcards.experiment)[1],
         draws=lambda wildcards: theory_check_of(wildcards.experiment)[2],
-    threads: PARAMS.threads_per_cell
+    threads: PARAMS.value("threads_per_cell")
     resources:
         runtime=lambda wildcards: experiment_resources(wildcards.experiment)["runtime"],
         mem_mb=lambda wildcards: experiment_resources(wildcards.experiment)["mem_mb"],
@@ -275,7 +275,7 @@ wildcard_constraints:
 # suites re-points the links (each suite's own files are never overwritten).
 rule view:
     input:
-        lambda wildcards: VIEWS[wildcards.view],
+        view_source,
     output:
         paths.VIEW,
     params:

@@ -17,7 +17,7 @@ rule train:
     params:
         cell=cell_config,
         code=cell_code,
-    threads: PARAMS.threads_per_cell
+    threads: PARAMS.value("threads_per_cell")
     resources:
         gpu=uses_gpu,
         # params.yaml `gpus`: the GPU the cell is pinned to (a string: not a counted resource), and one unit of
@@ -26,7 +26,7 @@ rule train:
         **GPU_RESOURCES,
         # a resource, not a parameter: how often a cell saves its state does not change its result, so
         # changing it reruns nothing
-        checkpoint_every=PARAMS.checkpoint_every,
+        checkpoint_every=PARAMS.value("checkpoint_every"),
         # per experiment (params.yaml `resources`): what a cluster scheduler is asked for
         runtime=lambda wildcards: experiment_resources(wildcards.experiment)["runtime"],
         mem_mb=lambda wildcards: experiment_resources(wildcards.experiment)["mem_mb"],

@@ -12,7 +12,7 @@ Roots per kind of job (what the job runs):
 - partition: the partitioner's and the dataset's modules;
 - train (a cell): fdabench.cell.run (loading, problem building, the cell summary) and the modules of the
   cell's method, dataset, partitioner and model, as registered under the names in its configuration;
-- theory init: a cell's roots without the method.
+- theory init: the theory check's job (fdabench.theory.init) and the cell's model, dataset and partitioner.
 
 Package versions (torch, numpy, ...) are recorded in each cell file beside the fingerprint, not in it.
 """
@@ -34,6 +34,7 @@ from fdabench.models import MODELS
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/fdabench
 RUNNER = "fdabench.cell.run"
+THEORY_RUNNER = "fdabench.theory.init"
 
 
 @dataclass(frozen=True)
@@ -183,18 +184,22 @@ def partition_roots(dataset: str, partitioner: str) -> list[str]:
     return [defining_module(PARTITIONERS.get(partitioner)), *prepare_roots(dataset)]
 
 
-def theory_roots(config: dict[str, Any]) -> list[str]:
-    """The modules a theory check's initial quantities depend on: a cell's, without its method."""
+def _problem_roots(config: dict[str, Any]) -> list[str]:
+    """The modules of a cell's model, partitioner and dataset."""
     return [
-        RUNNER,
         defining_module(MODELS.get(config["train"]["model"])),
         *partition_roots(config["dataset"], config["partitioner"]),
     ]
 
 
+def theory_roots(config: dict[str, Any]) -> list[str]:
+    """The modules a theory check's initial quantities depend on: its job's, and the cell's problem's."""
+    return [THEORY_RUNNER, *_problem_roots(config)]
+
+
 def cell_roots(config: dict[str, Any]) -> list[str]:
     """The modules a cell's result depends on directly (see the module docstring)."""
-    return [*theory_roots(config), defining_module(METHODS.get(config["algorithm"]))]
+    return [RUNNER, *_problem_roots(config), defining_module(METHODS.get(config["algorithm"]))]
 
 
 def cell_fingerprint(config: dict[str, Any], package: Path = PACKAGE) -> CodeFingerprint:

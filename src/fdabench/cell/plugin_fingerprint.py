@@ -1,8 +1,11 @@
 """Code fingerprints that include plugins: `fdabench.cell.fingerprint` hashes the fdabench modules a job reaches;
 here a root written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.core.plugins`)
 adds its own package's modules that it reaches through imports, normalised the same way, and the fdabench
-modules those import. A job with no plugin component gets exactly `fdabench.cell.fingerprint`'s fingerprint, so
-plugins change no shipped cell's fingerprint; a change to a plugin's code reruns the cells that use it.
+modules those import. Every loaded plugin distribution joins every job's fingerprint as `plugin:<name>` (its
+version and its modules' hashes): a plugin's import may change a shipped member, so installing, changing or
+removing one reruns the cells, and each cell records the distributions it ran with (`loaded_distributions`).
+Where no plugin is installed (or FDABENCH_PLUGINS=0), a job with no plugin component gets exactly
+`fdabench.cell.fingerprint`'s fingerprint.
 
 Kept apart from `fdabench.cell.fingerprint` because that module is itself part of every cell's fingerprint.
 """
@@ -10,6 +13,7 @@ Kept apart from `fdabench.cell.fingerprint` because that module is itself part o
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 from collections.abc import Iterable
@@ -18,6 +22,7 @@ from typing import Any
 
 from fdabench.cell import fingerprint
 from fdabench.cell.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
+from fdabench.core.plugins import plugin_distributions
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
@@ -82,18 +87,46 @@ def external_modules(roots: Iterable[str]) -> tuple[dict[str, Path], set[str]]:
 
 
 def plugin_aware_fingerprint(roots: Iterable[str]) -> CodeFingerprint:
-    """`fdabench.cell.fingerprint.code_fingerprint(roots)`, plus the plugin modules reached from `roots`."""
+    """`fdabench.cell.fingerprint.code_fingerprint(roots)`, plus the plugin modules reached from `roots` and every
+    loaded plugin distribution (`plugin:<name>`)."""
     roots = list(roots)
     external, internal = external_modules(roots)
-    if not external:
+    plugins = {f"plugin:{record['name']}": record["hash"] for record in loaded_distributions()}
+    if not external and not plugins:
         return code_fingerprint(roots)
     shipped = code_fingerprint([*roots, *internal])
-    modules = dict(shipped.modules)
+    modules = dict(shipped.modules) | plugins
     for name, path in external.items():
         modules[name] = fingerprint._module_hash(path)
     modules = dict(sorted(modules.items()))
     digest = hashlib.sha256("\n".join(f"{name} {h}" for name, h in modules.items()).encode()).hexdigest()[:16]
     return CodeFingerprint(digest, modules)
+
+
+@functools.cache
+def _distributions() -> tuple[tuple[str, str, str], ...]:
+    records = []
+    for name, (version, files) in plugin_distributions().items():
+        lines = [f"version {version}"] + [f"{path.name} {_file_hash(path)}" for path in files]
+        records.append((name, version, hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]))
+    return tuple(records)
+
+
+def loaded_distributions() -> list[dict[str, str]]:
+    """{name, version, hash} of every installed plugin distribution where plugins load (the hash: its version and
+    its modules, normalised as fdabench's are, so a comment changes nothing); what a cell records as `plugins`.
+    Worked out once per process."""
+    return [{"name": name, "version": version, "hash": digest} for name, version, digest in _distributions()]
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return fingerprint._module_hash(path)
+    except (OSError, SyntaxError, ValueError):  # not Python that parses: its bytes, where they can be read
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        except OSError:
+            return "unreadable"
 
 
 def warm_cache() -> None:

@@ -13,7 +13,9 @@ Keys (format "fdabench.cell/1"):
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
   versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
-  depends on, `fdabench.cell.fingerprint`; tables refuse cells whose shared modules differ, `check_same_code`),
+  depends on, `fdabench.cell.fingerprint`, every loaded plugin distribution included as `plugin:<name>`; tables
+  refuse cells whose shared modules differ, `check_same_code`), plugins [{name, version, hash}] (the plugin
+  distributions loaded where it ran, `fdabench.cell.plugin_fingerprint.loaded_distributions`; [] for none),
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it),
   family (the method's family, `fdabench.core.families`: figures group and colour by it).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
@@ -27,10 +29,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fdabench.core import formats
 from fdabench.core.io import read_json
 from fdabench.core.metrics import METRICS
 
-FORMAT = "fdabench.cell/1"
+FORMAT = formats.CELL
 CELL_KEYS = ("suite", "experiment", "dataset", "method", "algorithm", "target", "seed")
 #: what the training job adds about how the cell ran
 RUN_KEYS = frozenset(
@@ -44,6 +47,7 @@ RUN_KEYS = frozenset(
         "threads",
         "partition_hash",
         "code",
+        "plugins",
         "uses_unlabelled_target",
         "family",
         "versions",
@@ -99,6 +103,7 @@ def read_cell(path: str | Path) -> dict[str, Any]:
         payload = read_json(path)
     except (OSError, ValueError) as error:
         raise IncompleteCellError(f"{path}: not a readable cell result ({error})") from None
+    formats.check_kind(str(path), payload, "fdabench.cell")  # a partition, a table, ...: named as what it is
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("status") != "complete":
         raise IncompleteCellError(f"{path}: not a complete {FORMAT} result; rerun its training job")
     return payload

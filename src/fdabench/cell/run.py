@@ -14,12 +14,11 @@ import torch
 
 from fdabench import __version__
 from fdabench.cell.fingerprint import CodeFingerprint
-from fdabench.cell.plugin_fingerprint import cell_code
+from fdabench.cell.plugin_fingerprint import cell_code, loaded_distributions
 from fdabench.cell.result import cell_result
 from fdabench.cell.setup import load_cell
 from fdabench.core.io import canonical_json
 from fdabench.federation.checkpoint import Checkpoints
-from fdabench.federation.initial_quantities import initial_quantities
 from fdabench.federation.records import primary_metric
 from fdabench.models import resolved_model_options
 
@@ -85,18 +84,9 @@ def run_cell(
             "threads": threads,
             "partition_hash": cell.partition_hash,
             "code": code.to_json(),
+            "plugins": loaded_distributions(),  # the plugin distributions loaded here (each also in `code`)
             "uses_unlabelled_target": cell.method.uses_unlabelled_target,
             "family": cell.method.family,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         },
     )
-
-
-def run_theory_init(
-    config: dict[str, Any], prepared: str, partition: str, beta: float, draws: int, threads: int = 1
-) -> dict[str, Any]:
-    """d², σ², τ²d² and the rules' Delta errors at the initial parameters of a theory-check cell."""
-    torch.set_num_threads(threads)
-    cell = load_cell(config, prepared, partition)
-    quantities = initial_quantities(cell.problem, cell.settings, config["seed"], beta, draws)
-    return {"target": config["target"], "seed": config["seed"], "experiment": config["experiment"], **quantities}

@@ -21,14 +21,15 @@ class CellInputError(ValueError):
     """The inputs given for a cell do not belong to it (e.g. another target's partition)."""
 
 
-def resolve_device(name: str) -> torch.device:
-    """auto = CUDA when available, else CPU (`fdabench.core.devices.uses_cuda`); cuda fails clearly where CUDA is
-    absent."""
-    if name == "auto":
-        return torch.device("cuda" if devices.uses_cuda(name) else "cpu")
-    if name == "cuda" and not devices.cuda_available():
-        raise CellInputError("device: cuda was requested but CUDA is not available")
-    return torch.device(name)
+def cell_device(name: str) -> torch.device:
+    """The torch device of params.yaml `device` `name` here (the decision is `fdabench.core.devices.decide`); cuda
+    fails clearly where CUDA is absent. A torch device name (e.g. cuda:1) is taken as it is."""
+    if name not in devices.DEVICES:
+        return torch.device(name)
+    try:
+        return torch.device(devices.decide(name))
+    except devices.DeviceUnavailable:
+        raise CellInputError("device: cuda was requested but CUDA is not available") from None
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,9 @@ class CellSetup:
 def load_cell(
     config: dict[str, Any], prepared: str, partition: str, device: str | torch.device | None = None
 ) -> CellSetup:
-    """Set a cell up: its device (`device` overrides the configuration's; `resolve_device`), its problem from the
+    """Set a cell up: its device (`device` overrides the configuration's; `cell_device`), its problem from the
     prepared data and partition (`load_problem`), and its rules (`cell_rules`)."""
-    where = device if isinstance(device, torch.device) else resolve_device(device or config.get("device", "auto"))
+    where = device if isinstance(device, torch.device) else cell_device(device or config.get("device", "auto"))
     problem, partition_hash = load_problem(config, prepared, partition, where)
     rules = cell_rules(config)
     return CellSetup(config, where, problem, partition_hash, rules.settings, rules.method)

@@ -10,10 +10,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fdabench.cli import bench, config, data, flower, report, theory, train
+from fdabench.cli import archive, bench, config, data, flower, report, theory, train
 from fdabench.cli.common import CommandError
 
-STAGES = (config, data, train, report, bench, flower, theory)
+STAGES = (config, data, train, report, archive, bench, flower, theory)
 
 
 def build_parser() -> argparse.ArgumentParser:

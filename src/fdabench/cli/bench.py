@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from fdabench.cli.common import CommandError, cell_arguments, suite_cell
+from fdabench.cli.common import CommandError, cell_arguments, refuse_overwriting_inputs, suite_cell
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
@@ -15,6 +15,7 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
     from fdabench.cell.lookup import MissingCellInputs
     from fdabench.core.io import write_json_atomic
 
+    refuse_overwriting_inputs([args.params], [args.output])
     params, experiment, method = suite_cell(args, "bench cell")
     cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
     device = None if args.device == "all" else args.device

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from fdabench.cli.common import CommandError, json_argument, require_json
+from fdabench.cli.common import CommandError, json_argument, refuse_overwriting_inputs, require_prepared
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -17,6 +17,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
 
+    refuse_overwriting_inputs([args.raw_root], [args.output])  # the output folder is replaced as a whole
     source = get_dataset(args.dataset)
     problems = schema_errors(args.options or {}, object_schema(source.options_schema), prefix=("--options",))
     if problems:
@@ -57,10 +58,12 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from fdabench.core.formats import PARTITION
     from fdabench.core.io import write_json_atomic
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
 
-    require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
+    refuse_overwriting_inputs([], [args.output], [args.prepared])
+    require_prepared(args.prepared)
     PreparedDataset.verify(args.prepared)
     prepared = PreparedDataset.load(args.prepared)
     partitioner = args.partitioner or get_dataset(prepared.name).partitioner
@@ -72,7 +75,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
             f"fdabench: partition of {prepared.name} target {args.target} seed {args.seed} leaves {', '.join(empty)} "
             "without samples; use fewer clients, another split, or more labelled target samples"
         )
-    payload = partition.to_json(prepared)
+    payload = {"format": PARTITION, **partition.to_json(prepared)}  # its content_hash is of the partition alone
     write_json_atomic(args.output, payload)
     counts = ", ".join(f"{c['name']}: {c['count']}" for c in payload["clients"])
     print(f"partition {prepared.name} target {args.target} seed {args.seed}: {counts} -> {args.output}")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from fdabench.cli.common import CommandError
+from fdabench.cli.common import CommandError, refuse_overwriting_inputs, require_json
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -23,6 +23,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         validation_notes,
     )
 
+    refuse_overwriting_inputs(args.cells, [args.csv, args.md, args.json, args.html])
     try:
         cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
     except MixedCodeError as error:
@@ -49,9 +50,13 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fdabench.core.io import read_json, write_json_atomic
+    from fdabench.core.io import write_json_atomic
 
-    tables = {Path(path).stem: read_json(path) for path in sorted(args.tables)}
+    refuse_overwriting_inputs(args.tables, [args.output])
+    tables = {
+        Path(path).stem: require_json(path, "table", "its table job", kind="fdabench.table")
+        for path in sorted(args.tables)
+    }
     write_json_atomic(args.output, tables)
     print(f"{len(tables)} tables -> {args.output}")
     return 0
@@ -60,6 +65,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
 
+    refuse_overwriting_inputs(args.cells, [args.output])
     families = dict(json.loads(args.methods)) if args.methods else None
     if args.kind in ("shift", "beta", "alpha"):
         plot_sweep(args.cells, args.output, args.kind, args.title, families)
@@ -74,6 +80,7 @@ def cmd_cells_table(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
     from fdabench.report.tables import cells_html
 
+    refuse_overwriting_inputs(args.cells, [args.html])
     write_text_atomic(args.html, cells_html(args.cells, args.title))
     return 0
 
@@ -81,6 +88,7 @@ def cmd_cells_table(args: argparse.Namespace) -> int:
 def cmd_plots(args: argparse.Namespace) -> int:
     from fdabench.report.dvc_plots import write_dvc_plots
 
+    refuse_overwriting_inputs(args.cells, [args.rounds, args.betas])  # folders, each replaced as a whole
     rounds, betas = write_dvc_plots(args.cells, args.rounds, args.betas)
     print(f"{rounds} per-round series -> {args.rounds}; {betas} β series -> {args.betas}")
     return 0
@@ -92,6 +100,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
     from fdabench.report import paper_vs_ours as report
 
+    if args.archive:  # the archive's records instead of cell files (fdabench.cli.archive)
+        from fdabench.cli.archive import compare_archive
+
+        return compare_archive(args)
+    if not args.cells or not (args.csv and args.md):
+        raise CommandError("compare takes cell files with --csv and --md, or --archive ARCHIVE")
+    if args.check:
+        raise CommandError("--check compares the pages an archive regenerates with the files: give --archive")
+    refuse_overwriting_inputs(args.cells, [args.csv, args.md, args.html, args.summary_csv, args.readme])
     table = report.paper_vs_ours(args.cells)
     ranks = report.average_ranks(report.suite_means(args.cells))
     write_text_atomic(args.csv, report.with_gap_causes(table).to_csv(index=False, float_format="%.4g"))
@@ -119,10 +136,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fdabench.report import sweep
     from fdabench.report.tables import html_page
 
-    outputs = {os.path.realpath(path) for path in paths.sweep_outputs(args.suite, args.rules)}
-    clashes = [cell for cell in args.cells if os.path.realpath(cell) in outputs]
-    if clashes:
-        raise CommandError(f"{clashes[0]} is both a cell given and an output of this command; nothing was written")
+    refuse_overwriting_inputs(args.cells, paths.sweep_outputs(args.suite, args.rules))
     try:
         cells = sweep.read_sweep_cells(args.cells)
         if not args.allow_mixed_code:
@@ -270,9 +284,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_sweep)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
-    p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--csv", required=True, help="the CSV table to write")
-    p.add_argument("--md", required=True, help="the Markdown table to write")
+    p.add_argument("cells", nargs="*", help="cell result files (or --archive)")
+    p.add_argument(
+        "--archive",
+        help="read the cells' records in this reproduction archive instead of cell files (docs/reproduction.md), "
+        "nothing trained; without --csv and --md, write the archive's committed pages: paper_vs_ours.{csv,md,html} "
+        "beside it, the summary <archive folder>.csv and the README's status block when it names the suite",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --archive: write nothing; exit with status 1 unless every output equals what the archive "
+        "regenerates (CI's check of the committed pages)",
+    )
+    p.add_argument("--csv", help="the CSV table to write")
+    p.add_argument("--md", help="the Markdown table to write")
     p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
     p.add_argument(
         "--summary-csv", help="also the per-table summary (rows matched, on which settings, within 3 points)"

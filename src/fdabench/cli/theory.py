@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import argparse
 
-from fdabench.cli.common import json_argument
+from fdabench.cli.common import json_argument, refuse_overwriting_inputs, require_json, require_prepared
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
-    from fdabench.cell.run import run_theory_init
     from fdabench.cell.setup import CellInputError
+    from fdabench.core.formats import THEORY_INIT
     from fdabench.core.io import write_json_atomic
+    from fdabench.theory.init import run_theory_init
 
+    refuse_overwriting_inputs([args.partition], [args.output], [args.prepared])
+    require_prepared(args.prepared)
+    require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
     try:
         record = run_theory_init(args.cell, args.prepared, args.partition, args.beta, args.draws, args.threads)
     except CellInputError as error:
         raise SystemExit(str(error)) from None
-    write_json_atomic(args.output, record)
+    write_json_atomic(args.output, {"format": THEORY_INIT, **record})
     print(
         f"{record['target']} seed {record['seed']}: d2 {record['d2']:.4g} sigma2 {record['sigma2']:.4g} -> predicted "
         f"{record['predicted_winner']}"
@@ -26,10 +30,12 @@ def cmd_theory_init(args: argparse.Namespace) -> int:
 
 def cmd_theory_report(args: argparse.Namespace) -> int:
     from fdabench.cell.result import read_cell
-    from fdabench.core.io import read_json, write_text_atomic
-    from fdabench.report.theory_check import plot_theory, theory_frame, theory_markdown
+    from fdabench.core.io import write_text_atomic
+    from fdabench.theory.report import plot_theory, theory_frame, theory_markdown
 
-    frame = theory_frame([read_json(p) for p in args.initial], [read_cell(p) for p in args.cells], args.roles)
+    refuse_overwriting_inputs([*args.initial, *args.cells], [args.csv, args.md, args.png])
+    initial = [require_json(p, "theory init", "its theory_init job", kind="fdabench.theory_init") for p in args.initial]
+    frame = theory_frame(initial, [read_cell(p) for p in args.cells], args.roles)
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text_atomic(args.md, theory_markdown(frame, args.title))
     plot_theory(frame, args.png, args.title)
@@ -42,7 +48,7 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    from fdabench.paper.theory_check_roles import DEFAULT_DRAWS  # imports nothing: every --help stays quick
+    from fdabench.theory.roles import DEFAULT_DRAWS  # imports nothing: every --help stays quick
 
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
-from fdabench.cli.common import CommandError, json_argument, require_json, require_writable
+from fdabench.cli.common import (
+    CommandError,
+    json_argument,
+    refuse_overwriting_inputs,
+    require_json,
+    require_prepared,
+    require_writable,
+)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -19,14 +25,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.federation.checkpoint import checkpoint_path
 
     config = args.cell
+    if isinstance(config, dict) and "format" in config:
+        raise CommandError(
+            f"--cell is a file's contents (format {config['format']!r}), not a resolved cell configuration: pass the "
+            "cell's configuration, as the train rule does (a cell result's `config`)"
+        )
     missing = [key for key in CELL_CONFIG_KEYS if not isinstance(config, dict) or key not in config]
     if missing:
         raise CommandError(
             f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, as the train rule does "
             "(`snakemake <cell path>` runs one cell)"
         )
-    require_json(os.path.join(args.prepared, "header.json"), "prepared data", "its prepare job")
-    require_json(args.partition, "partition", "its partition job")
+    refuse_overwriting_inputs([args.partition], [args.output, str(checkpoint_path(args.output))], [args.prepared])
+    require_prepared(args.prepared)
+    require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
     if args.checkpoint_every < 0:
         raise SystemExit(

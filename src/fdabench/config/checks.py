@@ -1,10 +1,11 @@
 """Checks of params.yaml beyond its schema: cross-references (methods, experiments, targets, published
-keys), each component's own option schema, and each method's demands on its resolved training settings.
-Settings are resolved by `fdabench.config.resolve`, exactly as cells are."""
+keys, per-target overrides; an unknown name's message lists the nearest valid ones), each component's own option
+schema, each method's demands on its resolved training settings, and settings that contradict each other
+(`cross_field_errors`; the list: docs/configuration.md). Settings are resolved by `fdabench.config.resolve`,
+exactly as cells are."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import re
@@ -12,19 +13,15 @@ from typing import Any
 
 from fdabench.config import resolve, sweep
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
-from fdabench.core import devices, paths, search
-from fdabench.core.plugins import registration_hint
-from fdabench.data import get_dataset, get_partitioner
+from fdabench.core import paths, search
+from fdabench.core.errors import did_you_mean
+from fdabench.core.plugins import unknown_name_hint
+from fdabench.data import DATASETS, PARTITIONERS, get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.published import PUBLISHED
-from fdabench.paper.theory_check_roles import ROLES
-
-
-def theory_roles(check: dict[str, Any]) -> dict[str, str]:
-    """The method variant playing each rule of a theory check (default: the rule's own name)."""
-    return {role: role for role in ROLES} | check.get("roles", {})
+from fdabench.theory.roles import theory_roles
 
 
 def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
@@ -39,27 +36,22 @@ def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
     return []
 
 
-@functools.cache
-def device_problem(device: str) -> str | None:
-    """`device: cuda` on a machine without CUDA (checked where jobs run: by `fdabench validate`, and by a local
-    snakemake run before it schedules any job; a cluster's login node does not check it)."""
-    if device == "cuda" and not devices.cuda_available():
-        return (
-            "device: 'cuda' but this machine has no CUDA (torch.cuda.is_available() is false); set device: auto or cpu"
-        )
-    return None
-
-
 def semantic_errors(raw: dict[str, Any]) -> list[str]:
     """Every problem of schema-valid params, one readable line each."""
     problems = _variant_errors(raw)
     if raw.get("gpus") and raw.get("device") == "cpu":
         problems.append("gpus: cells run on the CPU (device: cpu); set device to cuda or auto, or remove gpus")
     if raw["suite"] not in raw["suites"]:
-        problems.append(f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}")
+        problems.append(
+            f"suite: {raw['suite']!r} is not defined; allowed values: {', '.join(raw['suites'])}"
+            f"{did_you_mean(raw['suite'], raw['suites'])}"
+        )
     for suite_name in (raw.get("dvc") or {}).get("suites", []):
         if suite_name not in raw["suites"]:
-            problems.append(f"dvc.suites: {suite_name!r} is not defined; allowed values: {', '.join(raw['suites'])}")
+            problems.append(
+                f"dvc.suites: {suite_name!r} is not defined; allowed values: {', '.join(raw['suites'])}"
+                f"{did_you_mean(suite_name, raw['suites'])}"
+            )
     for suite_name, suite in raw["suites"].items():
         if suite_name in paths.RESERVED_RESULT_FOLDERS:
             problems.append(
@@ -67,6 +59,28 @@ def semantic_errors(raw: dict[str, Any]) -> list[str]:
                 f"{', '.join(paths.RESERVED_RESULT_FOLDERS)})"
             )
         problems += _suite_errors(raw, suite_name, suite)
+    return problems + _by_target_errors(raw) + _plugin_collision_errors(raw)
+
+
+def _plugin_collision_errors(raw: dict[str, Any]) -> list[str]:
+    """A name that a shipped member and a plugin both claim (the plugin was skipped, `fdabench.core.plugins`): a
+    suite that uses it is refused, since which of the two it means is unclear; other suites run."""
+    registries = {"method": METHODS, "dataset": DATASETS, "partitioner": PARTITIONERS, "model": MODELS}
+    claimed = {
+        (family, name) for family, registry in registries.items() for name in registry.broken if name in registry
+    }
+    if not claimed:
+        return []
+    problems = []
+    for suite_name, suite in raw["suites"].items():
+        for exp_name, exp in suite["experiments"].items():
+            used = {("dataset", exp["dataset"]), ("partitioner", resolve.partitioner_name(exp))}
+            used |= {("method", resolve.algorithm_of(raw, method)) for method in resolve.experiment_methods(suite, exp)}
+            used.add(("model", resolve.train_settings(suite, exp).get("model")))
+            for family, name in sorted(used & claimed):
+                problems.append(
+                    f"suites.{suite_name}.experiments.{exp_name}: {family} {name!r}: {registries[family].broken[name]}"
+                )
     return problems
 
 
@@ -103,7 +117,8 @@ def _variant_errors(raw: dict[str, Any]) -> list[str]:
         if algorithm not in METHODS:
             problems.append(
                 f"methods.{name}: {name!r} is not a registered method, so it needs `algorithm:`; "
-                f"allowed algorithms: {', '.join(METHODS.names())}\n    {registration_hint('method')}"
+                f"allowed algorithms: {', '.join(METHODS.names())}{did_you_mean(algorithm, METHODS.names())}\n    "
+                f"{unknown_name_hint(METHODS, algorithm)}"
             )
             continue
         schema = object_schema(METHODS.get(algorithm).hparams_schema)
@@ -123,8 +138,8 @@ def _suite_errors(raw: dict[str, Any], suite_name: str, suite: dict[str, Any]) -
     where_suite = f"suites.{suite_name}"
     known_methods = _known_methods(raw)
     problems = [
-        f"{where_suite}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}\n    "
-        f"{registration_hint('method')}"
+        f"{where_suite}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}"
+        f"{did_you_mean(method, known_methods)}\n    {unknown_name_hint(METHODS, method)}"
         for index, method in enumerate(suite.get("methods", []))
         if method not in known_methods
     ]
@@ -148,6 +163,7 @@ def _suite_errors(raw: dict[str, Any], suite_name: str, suite: dict[str, Any]) -
                     problems.append(
                         f"{where_suite}.{kind}.{name}.experiments[{index}]: unknown experiment {experiment!r}; "
                         f"allowed values: {', '.join(suite['experiments'])}"
+                        f"{did_you_mean(experiment, suite['experiments'])}"
                     )
     return problems
 
@@ -168,6 +184,7 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     if "published" in exp and exp["published"] not in PUBLISHED:
         problems.append(
             f"{where}.published: unknown key {exp['published']!r}; allowed values: {', '.join(sorted(PUBLISHED))}"
+            f"{did_you_mean(exp['published'], PUBLISHED)}"
         )
     known_methods = _known_methods(raw)
     methods = resolve.experiment_methods(suite, exp)
@@ -176,14 +193,14 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     for index, method in enumerate(exp.get("methods", [])):
         if method not in known_methods:
             problems.append(
-                f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}\n    "
-                f"{registration_hint('method')}"
+                f"{where}.methods[{index}]: unknown method {method!r}; allowed values: {', '.join(known_methods)}"
+                f"{did_you_mean(method, known_methods)}\n    {unknown_name_hint(METHODS, method)}"
             )
     for method, options in (exp.get("method_options") or {}).items():
         if method not in methods:
             problems.append(
                 f"{where}.method_options.{method}: {method!r} is not a method of this experiment; its methods: "
-                f"{', '.join(methods)}"
+                f"{', '.join(methods)}{did_you_mean(method, methods)}"
             )
             continue
         algorithm = _valid_algorithm(raw, method)
@@ -200,7 +217,8 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
         for index, target in enumerate(targets):
             message = partitioner.validate_target(source, target, partition, dataset_options)
             if message:
-                problems.append(f"{where}.targets[{index}]: {message}")
+                known = _targets_or_none(raw, {**exp, "targets": "all"}) or []
+                problems.append(f"{where}.targets[{index}]: {message}{did_you_mean(target, known)}")
     train = resolve.train_settings(suite, exp)
     for method in methods:
         algorithm = _valid_algorithm(raw, method) if method in known_methods else None
@@ -215,6 +233,8 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += _size_errors(raw, f"{where}.train", train)
     problems += _target_batch_errors(raw, where, exp, methods, train, partition_targets(raw, exp))
     problems += _validation_errors(where, sweep.validation(suite, exp), partition_targets(raw, exp))
+    problems += _labelled_override_errors(raw, where, exp)
+    problems += cross_field_errors(where, suite, exp, train, partition_targets(raw, exp))
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -229,7 +249,7 @@ def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str,
     if experiment is None:
         return [
             f"{where}.experiment: unknown experiment {check['experiment']!r}; allowed values: "
-            f"{', '.join(suite['experiments'])}"
+            f"{', '.join(suite['experiments'])}{did_you_mean(check['experiment'], suite['experiments'])}"
         ]
     problems = []
     if experiment["dataset"] != "synthetic_regression":
@@ -240,7 +260,7 @@ def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str,
         if method not in in_experiment:
             problems.append(
                 f"{where}.roles.{role}: method {method!r} is not run by experiment {check['experiment']!r} (its "
-                f"methods: {', '.join(in_experiment)})"
+                f"methods: {', '.join(in_experiment)}){did_you_mean(method, in_experiment)}"
             )
     betas = {
         resolve.hparams(raw, None, roles[rule]).get("beta")
@@ -259,7 +279,10 @@ def _model_errors(where: str, train: dict[str, Any]) -> list[str]:
     if model is None:
         return []
     if model not in MODELS:
-        return [f"{where}.model: unknown model {model!r}; allowed values: {', '.join(MODELS.names())}"]
+        return [
+            f"{where}.model: unknown model {model!r}; allowed values: {', '.join(MODELS.names())}"
+            f"{did_you_mean(model, MODELS.names())}"
+        ]
     parameters = list(inspect.signature(MODELS.get(model)).parameters.values())[2:]  # after input_shape, outputs
     accepted = {p.name: p.default for p in parameters}
     problems = []
@@ -267,6 +290,7 @@ def _model_errors(where: str, train: dict[str, Any]) -> list[str]:
         if name not in accepted:
             problems.append(
                 f"{where}.model_options: {model} has no option {name!r}; its options: {', '.join(accepted) or '(none)'}"
+                f"{did_you_mean(name, accepted)}"
             )
             continue
         expected = _option_type(accepted[name])
@@ -387,6 +411,94 @@ def _target_batch_errors(
     return problems
 
 
+def _targets_or_none(raw: dict[str, Any], exp: dict[str, Any]) -> list[str] | None:
+    """The experiment's targets (`all` spelled out), or None where its dataset or partition options are themselves
+    invalid (reported elsewhere)."""
+    targets = exp.get("targets", "all")
+    if targets != "all":
+        return list(targets)
+    try:
+        return get_partitioner(resolve.partitioner_name(exp)).target_names(
+            get_dataset(exp["dataset"]),
+            resolve.experiment_partition_options(exp),
+            resolve.dataset_options(raw, exp["dataset"], exp),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _by_target_errors(raw: dict[str, Any]) -> list[str]:
+    """`methods.<variant>.by_target.<target>` names a target of an experiment that runs the variant (of any
+    experiment, where none runs it): otherwise the override would be ignored without a word."""
+    experiments = [(suite, exp) for suite in raw["suites"].values() for exp in suite["experiments"].values()]
+    problems = []
+    for name, variant in (raw.get("methods") or {}).items():
+        overrides = variant.get("by_target") or {}
+        if not overrides:
+            continue
+        running = [exp for suite, exp in experiments if name in resolve.experiment_methods(suite, exp)]
+        known = list(
+            dict.fromkeys(t for exp in running or [e for _, e in experiments] for t in _targets_or_none(raw, exp) or [])
+        )
+        for target in overrides:
+            if target not in known:
+                runs = f"no experiment that runs {name!r}" if running else "no experiment"
+                problems.append(
+                    f"methods.{name}.by_target.{target}: {runs} has target {target!r}, so the override would be "
+                    f"ignored{did_you_mean(target, known)} (targets: {_listed(known)})"
+                )
+    return problems
+
+
+def _listed(names: list[str], limit: int = 12) -> str:
+    """Names for a message, at most `limit` of them."""
+    shown = ", ".join(names[:limit]) or "(none)"
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
+
+
+def _labelled_override_errors(raw: dict[str, Any], where: str, exp: dict[str, Any]) -> list[str]:
+    """An experiment's `partition.target_labelled_overrides` names its own targets (a dataset's default overrides
+    are not checked: they serve whichever targets an experiment runs)."""
+    overrides = (exp.get("partition") or {}).get("target_labelled_overrides") or {}
+    targets = _targets_or_none(raw, exp)
+    if not overrides or targets is None:
+        return []
+    return [
+        f"{where}.partition.target_labelled_overrides.{target}: {target!r} is not a target of this experiment, so the "
+        f"override would be ignored; its targets: {', '.join(targets)}{did_you_mean(target, targets)}"
+        for target in overrides
+        if target not in targets
+    ]
+
+
+def cross_field_errors(
+    where: str, suite: dict[str, Any], exp: dict[str, Any], train: dict[str, Any], labelled: dict[str, int]
+) -> list[str]:
+    """Settings each valid alone that contradict each other in the experiment's resolved training settings (the list
+    is in docs/configuration.md, Settings that contradict each other)."""
+    problems = []
+    given = {**(suite.get("train") or {}), **(exp.get("train") or {})}
+    rounds = train.get("rounds")
+    if "final_rounds" in given and rounds is not None and train["final_rounds"] > rounds:
+        problems.append(
+            f"{where}.train.final_rounds: {train['final_rounds']} is more than the run's {rounds} rounds (the final "
+            f"metric would average warm-up or fewer rounds); set final_rounds at most {rounds}"
+        )
+    if train.get("optimizer") == "adam" and train.get("momentum", 0) > 0:
+        problems.append(
+            f"{where}.train.momentum: {train['momentum']:g} is SGD's momentum, and optimizer is adam (which would "
+            "ignore it); set optimizer: sgd, or remove momentum"
+        )
+    batch = train.get("target_batch_size", 0)
+    for target, count in labelled.items():
+        if batch > count:
+            problems.append(
+                f"{where}.train.target_batch_size: {batch} is more than target {target!r}'s {count} labelled samples "
+                f"(one batch would hold them all); set 0 (full batch) or at most {count}"
+            )
+    return problems
+
+
 def _validation_errors(where: str, validation: dict[str, Any], labelled: dict[str, int]) -> list[str]:
     """Target validation that contradicts itself or leaves a target nothing to train on or validate with."""
     if "target_holdout" in validation and "target_folds" in validation:
@@ -421,17 +533,20 @@ def _sweep_errors(raw: dict[str, Any], suite: dict[str, Any], where_suite: str) 
         if method not in in_suite:
             problems.append(
                 f"{where}.methods[{index}]: {method!r} is not a method of the suite's experiments; its methods: "
-                f"{', '.join(in_suite)}"
+                f"{', '.join(in_suite)}{did_you_mean(method, in_suite)}"
             )
     swept = plan.get("methods", in_suite)
     if "reference" in plan and plan["reference"] not in in_suite:
         problems.append(
             f"{where}.reference: {plan['reference']!r} is not a method of the suite's experiments; its methods: "
-            f"{', '.join(in_suite)}"
+            f"{', '.join(in_suite)}{did_you_mean(plan['reference'], in_suite)}"
         )
     for method, overrides in plan["spaces"].items():
         if method not in swept:
-            problems.append(f"{where}.spaces.{method}: {method!r} is not swept; swept methods: {', '.join(swept)}")
+            problems.append(
+                f"{where}.spaces.{method}: {method!r} is not swept; swept methods: {', '.join(swept)}"
+                f"{did_you_mean(method, swept)}"
+            )
             continue
         algorithm = _valid_algorithm(raw, method)
         if algorithm is None:
@@ -441,7 +556,7 @@ def _sweep_errors(raw: dict[str, Any], suite: dict[str, Any], where_suite: str) 
             if name not in schema:
                 problems.append(
                     f"{where}.spaces.{method}.{name}: {algorithm} has no hyper-parameter {name!r}; its "
-                    f"hyper-parameters: {', '.join(schema) or '(none)'}"
+                    f"hyper-parameters: {', '.join(schema) or '(none)'}{did_you_mean(name, schema)}"
                 )
             elif spec is not None:
                 problems += _spec_errors(f"{where}.spaces.{method}.{name}", spec, schema[name])

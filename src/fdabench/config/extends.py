@@ -70,7 +70,7 @@ def extend(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     if "experiments" in child and isinstance(child["experiments"], dict):
         parents = parent.get("experiments") or {}
         suite["experiments"] = {
-            name: merge(parents.get(name, {}), own or {}) for name, own in child["experiments"].items()
+            name: deep_merge(parents.get(name, {}), own or {}) for name, own in child["experiments"].items()
         }
         kept = set(suite["experiments"])
         for view in PER_EXPERIMENT_VIEWS:
@@ -88,7 +88,7 @@ def extend(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
         _set_or_drop(suite, "theory_checks", checks)
     for key, value in child.items():
         if key != "experiments":
-            suite[key] = merge(suite.get(key), value)
+            suite[key] = deep_merge(suite.get(key), value)
     return suite
 
 
@@ -99,11 +99,13 @@ def _set_or_drop(suite: dict[str, Any], key: str, value: dict[str, Any]) -> None
         suite.pop(key, None)
 
 
-def merge(base: Any, override: Any) -> Any:
-    """Mappings merge key by key (recursively); anything else in `override` replaces `base`."""
+def deep_merge(base: Any, override: Any) -> Any:
+    """Mappings merge key by key (recursively); anything else in `override` replaces `base` (a copy; neither is
+    changed). The one merge of settings: a suite over the suite it extends, and params files layered over params.yaml
+    (`fdabench.config.params.load_params`)."""
     if isinstance(base, dict) and isinstance(override, dict):
         merged = copy.deepcopy(base)
         for key, value in override.items():
-            merged[key] = merge(merged.get(key), value)
+            merged[key] = deep_merge(merged.get(key), value)
         return merged
     return copy.deepcopy(override)

@@ -3,18 +3,14 @@ each, with every setting spelled out (merge orders: `fdabench.config.resolve`)."
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fdabench.config import resolve, sweep
-from fdabench.config.checks import device_problem, non_finite_errors, semantic_errors, theory_roles
-from fdabench.config.extends import expand_suites
+from fdabench.config.checks import non_finite_errors, semantic_errors
+from fdabench.config.extends import deep_merge, expand_suites
 from fdabench.config.schema import (
     DATA_SETTINGS,
     THEORY_CHECK_SETTINGS,
@@ -27,9 +23,11 @@ from fdabench.config.schema import (
 from fdabench.core import devices, paths
 from fdabench.core.io import content_hash
 from fdabench.core.registry import schema_defaults
+from fdabench.core.strict_yaml import read_params_file
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.methods import METHODS
+from fdabench.theory.roles import theory_roles
 
 
 @dataclass(frozen=True)
@@ -85,20 +83,13 @@ class Params:
         #: the suites dvc.yaml builds (default: the active one)
         self.dvc_suites: list[str] = (raw.get("dvc") or {}).get("suites") or [self.suite_name]
         data = {**DATA_DEFAULTS, **(raw.get("data") or {})}
-        self.data_root: str = data["root"]
+        self.data_root: str = paths.normal_root(data["root"])  # `data`, `./data/` or its absolute path: the same files
         self.mirror: str | None = data["mirror"] or os.environ.get(MIRROR_ENVIRONMENT_VARIABLE) or None
         self.download: bool = bool(data["download"])
 
-    @property
-    def cell_device(self) -> str:
-        """The device a cell's configuration records (what decides a rerun): `auto` for cuda on a machine with
-        CUDA, where both mean the same device, so switching between them reruns nothing. (cpu stays cpu: a
-        cluster's jobs may run where auto means CUDA.)"""
-        return "auto" if self.device == "cuda" and devices.cuda_available() else self.device
-
     def device_problem(self) -> str | None:
-        """Why cells cannot run on this machine's devices (`fdabench.config.checks.device_problem`), or None."""
-        return device_problem(self.device)
+        """Why cells cannot run on this machine's devices (`fdabench.core.devices.problem`), or None."""
+        return devices.problem(self.device)
 
     # -- datasets ---------------------------------------------------------------------------------
     def dataset_options(self, dataset: str, experiment: str | None = None) -> dict[str, Any]:
@@ -194,26 +185,23 @@ class Params:
         return METHODS.get(resolve.algorithm_of(self.raw, name)).logs_betas
 
     # -- cells ------------------------------------------------------------------------------------
-    def cells(self, experiments: list[str] | None = None) -> Iterator[Cell]:
+    def cell_keys(self, experiments: list[str] | None = None) -> Iterator[tuple[str, str, str, int]]:
+        """(experiment, method, target, seed) of every cell of `experiments` (default: the suite's), in the suite's
+        cell order: the one enumeration of cells."""
         for experiment in experiments or self.experiment_names():
             for method in self.methods(experiment):
                 for target in self.targets(experiment):
                     for seed in self.seeds(experiment):
-                        yield self.cell(experiment, method, target, seed)
+                        yield experiment, method, target, int(seed)
+
+    def cells(self, experiments: list[str] | None = None) -> Iterator[Cell]:
+        for key in self.cell_keys(experiments):
+            yield self.cell(*key)
 
     def cell_gpus(self) -> dict[tuple[str, str, str, int], int]:
         """(experiment, method, target, seed) -> the GPU the cell is pinned to (fdabench.core.devices.assign, in the
         suite's cell order); empty without `gpus`."""
-        if not self.gpus:
-            return {}
-        keys = [
-            (experiment, method, target, int(seed))
-            for experiment in self.experiment_names()
-            for method in self.methods(experiment)
-            for target in self.targets(experiment)
-            for seed in self.seeds(experiment)
-        ]
-        return devices.assign(keys, self.gpus)
+        return devices.assign(list(self.cell_keys()), self.gpus) if self.gpus else {}
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)
@@ -231,7 +219,9 @@ class Params:
             "partitioner": self.partitioner(experiment),
             "partition": self.partition_options(experiment),
             "train": self.train_settings(experiment),
-            "device": self.cell_device,
+            # as params.yaml gives it, on every machine: where the cell runs decides what it means
+            # (fdabench.core.devices.decide), and its result records the device it ran on
+            "device": self.device,
             "published": exp.get("published"),
         }
         if draw is not None:
@@ -307,23 +297,6 @@ def load_params(
 
 
 def _read_yaml(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.exists():
-        raise ParamsError(f"{path} does not exist; pass the params file (--params params.yaml)")
-    if not path.is_file():
-        raise ParamsError(f"{path} is not a file; pass the params file (--params params.yaml)")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return yaml.safe_load(handle)
-        except yaml.YAMLError as error:
-            raise ParamsError(f"{path} is not valid YAML: {error}") from None
-
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+    """A params file's data, read strictly: repeated keys and unbounded aliases are refused
+    (`fdabench.core.strict_yaml`)."""
+    return read_params_file(path)

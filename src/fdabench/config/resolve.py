@@ -7,9 +7,12 @@ cell resolution both call these functions, so what is checked is what runs.
                        partitioner only) < experiment `partition` (`fdabench partition --options` alike;
                        stated by `fdabench.data.partition_options`)
     train settings     train schema defaults < dataset's `default_train` < suite `train` < experiment `train`
+                       (the merge is `fdabench.federation.settings.with_train_defaults`, the home of the
+                       defaults, which `TrainSettings.from_dict` applies too)
     hyper-parameters   method's schema defaults < variant (`methods.<name>`) < its `by_target.<target>`
-                       < experiment `method_options.<name>` (the first step is `Method.with_defaults`, which a
-                       method's constructor also applies: methods import nothing of the config package)
+                       < experiment `method_options.<name>` (the first step is `Method.with_defaults`, the one
+                       merge of a method's defaults, which its constructor applies too: methods import nothing
+                       of the config package)
     seeds              `[0]` < suite `seeds` < experiment `seeds` (each replaces the one before)
     methods            suite `methods` < experiment `methods` (the one given replaces the other); a suite's
                        `sweep` turns each swept method into its draws (and k-fold validation into folds):
@@ -26,7 +29,7 @@ from typing import Any
 
 from fdabench.config import sweep
 from fdabench.data import get_dataset, partition_options
-from fdabench.federation.settings import TRAIN_DEFAULTS
+from fdabench.federation.settings import with_train_defaults
 from fdabench.methods import METHODS
 
 #: what a training job asks a scheduler for unless the suite or experiment says otherwise
@@ -59,16 +62,10 @@ def experiment_partition_options(experiment: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def dataset_train_defaults(dataset: str) -> dict[str, Any]:
-    """Training settings of a dataset when nothing overrides them."""
-    return {**copy.deepcopy(TRAIN_DEFAULTS), **copy.deepcopy(get_dataset(dataset).default_train)}
-
-
 def train_settings(suite: dict[str, Any], experiment: dict[str, Any]) -> dict[str, Any]:
-    merged = dataset_train_defaults(experiment["dataset"])
-    merged.update(copy.deepcopy(suite.get("train", {})))
-    merged.update(copy.deepcopy(experiment.get("train", {})))
-    return merged
+    """The merge of `fdabench.federation.settings.with_train_defaults`, with the layers of the module docstring."""
+    dataset_defaults = get_dataset(experiment["dataset"]).default_train
+    return with_train_defaults(dataset_defaults, suite.get("train", {}), experiment.get("train", {}))
 
 
 def algorithm_of(raw: dict[str, Any], method: str) -> str:

@@ -8,15 +8,15 @@ from typing import Any
 import jsonschema
 
 from fdabench.config.sweep import SWEEP_SETTINGS, VALIDATION_SETTINGS
-from fdabench.core.errors import ParamsError  # noqa: F401  (raised by the config package)
+from fdabench.core.errors import ParamsError, did_you_mean  # noqa: F401  (ParamsError: raised by the config package)
 from fdabench.core.metrics import METRICS
-from fdabench.core.plugins import registration_hint
+from fdabench.core.plugins import unknown_name_hint
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.paper.theory_check_roles import DEFAULT_DRAWS, ROLES
+from fdabench.theory.roles import DEFAULT_DRAWS, ROLES
 
 #: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)
@@ -317,16 +317,19 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
         unexpected = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        hint = did_you_mean(unexpected[0], allowed) if unexpected else ""
         return (
             f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; "
-            f"allowed keys: {', '.join(allowed) or '(none)'}"
+            f"allowed keys: {', '.join(allowed) or '(none)'}{hint}"
         )
     if error.validator == "enum":
         message = (
             f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+            f"{did_you_mean(error.instance, error.validator_value)}"
         )
         family = REGISTERED_KEYS.get(error.absolute_path[-1] if error.absolute_path else None)
-        return f"{message}\n    {registration_hint(family)}" if family else message
+        registry = {"dataset": DATASETS, "partitioner": PARTITIONERS, "model": MODELS, "method": METHODS}.get(family)
+        return f"{message}\n    {unknown_name_hint(registry, error.instance)}" if registry else message
     if error.validator == "pattern" and error.validator_value == SAFE_PATH_PATTERN:
         return f"{where}: path {error.instance!r} is not allowed ({SAFE_PATH_RULE}); choose another folder"
     if error.validator == "pattern" or (error.validator == "propertyNames"):

@@ -9,9 +9,11 @@ once. The job runs with `CUDA_VISIBLE_DEVICES=<index>` (`pin`), so inside it the
 On a cluster the scheduler picks the GPU and sets CUDA_VISIBLE_DEVICES itself: pinning there would point at a
 device the job was not given, so `pin` refuses it.
 
-params.yaml `device` has one meaning everywhere (`uses_cuda`): `cuda` is CUDA, `cpu` the CPU, and `auto` CUDA
-exactly when torch sees a CUDA device in the process that asks (`cuda_available`): a training job, and the
-Snakemake run that schedules it (its `gpu` resource)."""
+params.yaml `device` is decided here and only here (`decide`): `cuda` is CUDA (refused where torch sees none),
+`cpu` the CPU, and `auto` CUDA exactly when torch sees a CUDA device in the process that asks (`cuda_available`):
+a training job, and the Snakemake run that schedules it (its `gpu` resource, `uses_cuda`). The decision is made
+where a cell runs, never where it is planned: a cell's configuration records `device` as params.yaml gives it, so
+a cell is the same cell on every machine (its result records the device it ran on)."""
 
 from __future__ import annotations
 
@@ -34,10 +36,41 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+class DeviceUnavailable(ValueError):
+    """`device: cuda` where this process sees no CUDA device."""
+
+
+#: the values of params.yaml `device`
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def decide(device: str, strict: bool = True) -> str:
+    """The device params.yaml `device` (auto, cpu or cuda) means in this process, "cuda" or "cpu": auto asks
+    `cuda_available`, the others do not. `strict`: refuse cuda where CUDA is absent (DeviceUnavailable)."""
+    if device not in DEVICES:
+        raise ValueError(f"device {device!r}: use one of {', '.join(DEVICES)}")
+    if device == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if device == "cuda" and strict and not cuda_available():
+        raise DeviceUnavailable(
+            "device: 'cuda' but this machine has no CUDA (torch.cuda.is_available() is false); set device: auto or cpu"
+        )
+    return device
+
+
+def problem(device: str) -> str | None:
+    """Why cells of params.yaml `device` cannot run in this process (`decide` refuses it), or None."""
+    try:
+        decide(device)
+    except DeviceUnavailable as error:
+        return str(error)
+    return None
+
+
 def uses_cuda(device: str) -> bool:
-    """Whether params.yaml `device` (auto, cpu or cuda) means CUDA in this process: auto asks `cuda_available`, the
-    others do not."""
-    return device == "cuda" or (device == "auto" and cuda_available())
+    """Whether params.yaml `device` means CUDA in this process (`decide`; cuda does, whether or not CUDA is here: a
+    cluster's login node schedules jobs for nodes that have it)."""
+    return decide(device, strict=False) == "cuda"
 
 
 def assign(cells: Sequence[Cell], devices: Sequence[int]) -> dict[Cell, int]:

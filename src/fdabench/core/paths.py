@@ -3,6 +3,7 @@ wildcard patterns) and by Python (filled with `fill`). `{data}` is params.yaml's
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -73,6 +74,16 @@ _FIELD = re.compile(r"\{(\w+)\}")
 def fill(pattern: str, **values: Any) -> str:
     """`pattern` with the given fields filled in; fields not given stay as Snakemake wildcards."""
     return _FIELD.sub(lambda match: str(values[match[1]]) if match[1] in values else match[0], pattern)
+
+
+def normal_root(root: str) -> str:
+    """One spelling of a folder such as `data.root`, so that equivalent spellings name the same files (and rerun
+    nothing): relative to the working directory where the folder lies inside it (`data`, `./data/` and the absolute
+    path of ./data are all `data`), absolute otherwise; without `.`, `..` or repeated and trailing slashes. Links are
+    not followed (a link's target may change)."""
+    absolute = os.path.abspath(root)
+    relative = os.path.relpath(absolute)
+    return absolute if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def sweep_outputs(suite: str, rules: list[str]) -> list[str]:

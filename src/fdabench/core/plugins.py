@@ -35,6 +35,8 @@ GROUPS = {
     "fdabench.models": "model",
 }
 SWITCH = "FDABENCH_PLUGINS"  # "0": load no plugin
+#: (group, entry point name) of the plugins `load_plugins` skipped
+_SKIPPED: set[tuple[str, str]] = set()
 PACKAGE = "fdabench"
 
 
@@ -51,31 +53,63 @@ def group_of(registry: Registry) -> str:
 
 
 def load_plugins(registry: Registry) -> list[str]:
-    """Register every installed entry point of `registry`'s group (once); the names added."""
+    """Register every installed entry point of `registry`'s group (once); the names added. A plugin that cannot be
+    registered (it raises on import, names a missing attribute, is named otherwise than its member, or takes a name
+    that exists) is skipped with one line on stderr, and its name is kept in `registry.broken` with the reason: a
+    suite that uses the name is refused with it (`fdabench.config.checks`), and suites that do not use it run."""
     if not plugins_enabled():
         return []
     added = []
     for entry_point in sorted(entry_points(group=group_of(registry)), key=lambda point: point.name):
-        if _being_imported(entry_point.module):
-            continue  # the plugin's module imported fdabench first; its own `register` decorator registers it
-        member = _load(entry_point)
-        if entry_point.name in registry and registry.get(entry_point.name) is member:
-            continue  # its module registered it with the decorator, or it was loaded before
-        name = member_name(member)
-        if name != entry_point.name:
-            raise PluginError(
-                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}) loads a "
-                f"{registry.family} registered as {name!r}; name the entry point {name!r}"
-            )
         try:
-            registry.register(member)
-        except ValueError:
-            raise PluginError(
-                f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}): a "
-                f"{registry.family} {name!r} exists already; give the plugin's {registry.family} another name"
-            ) from None
-        added.append(name)
+            name = _register(registry, entry_point)
+        except PluginError as error:
+            registry.broken[entry_point.name] = str(error)
+            _SKIPPED.add((entry_point.group, entry_point.name))
+            print(f"fdabench: skipped a plugin: {error}", file=sys.stderr)
+            continue
+        if name is not None:
+            added.append(name)
     return added
+
+
+def _register(registry: Registry, entry_point: EntryPoint) -> str | None:
+    """Register one entry point's member; its name, or None where it is registered already."""
+    if _being_imported(entry_point.module):
+        return None  # the plugin's module imported fdabench first; its own `register` decorator registers it
+    member = _load(entry_point)
+    if entry_point.name in registry and registry.get(entry_point.name) is member:
+        return None  # its module registered it with the decorator, or it was loaded before
+    try:
+        name = member_name(member)
+    except (AttributeError, TypeError) as error:
+        raise PluginError(
+            f"entry point {entry_point.name!r} ({entry_point.value}): {error}{_fix(entry_point)}"
+        ) from None
+    if name != entry_point.name:
+        raise PluginError(
+            f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}) loads a "
+            f"{registry.family} registered as {name!r}; name the entry point {name!r}{_fix(entry_point)}"
+        )
+    try:
+        registry.register(member)
+    except ValueError:
+        raise PluginError(
+            f"entry point {entry_point.name!r} ({entry_point.value}, group {entry_point.group}): a "
+            f"{registry.family} {name!r} exists already; give the plugin's {registry.family} another name"
+            f"{_fix(entry_point)}"
+        ) from None
+    return name
+
+
+def _distribution(entry_point: EntryPoint) -> str:
+    return entry_point.dist.name if entry_point.dist else "its package"
+
+
+def _fix(entry_point: EntryPoint) -> str:
+    """How to get past a plugin that cannot be registered."""
+    package = entry_point.dist.name if entry_point.dist else "the package that declares it"
+    return f". Fix it or uninstall it (pip uninstall {package}), or run with {SWITCH}=0 to load no plugin"
 
 
 def _being_imported(module: str) -> bool:
@@ -86,13 +120,12 @@ def _being_imported(module: str) -> bool:
 def _load(entry_point: EntryPoint) -> Any:
     try:
         return entry_point.load()
-    except Exception as error:
-        distribution = entry_point.dist.name if entry_point.dist else "its package"
+    except Exception as error:  # whatever the plugin's import raises, it is reported as one line
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
         raise PluginError(
-            f"the {entry_point.group} plugin {entry_point.name!r} ({entry_point.value}, from {distribution}) "
-            f"failed to load: {type(error).__name__}: {error}. Fix or uninstall {distribution} "
-            f"(pip uninstall {distribution}), or run with {SWITCH}=0 to load no plugin"
-        ) from error
+            f"the {entry_point.group} plugin {entry_point.name!r} ({entry_point.value}, from "
+            f"{_distribution(entry_point)}) failed to load: {reason}{_fix(entry_point)}"
+        ) from None
 
 
 def is_shipped(member: Any) -> bool:
@@ -109,6 +142,12 @@ def shipped_names(registry: Registry) -> list[str]:
 BUILTIN_PACKAGES = {"method": "methods", "dataset": "data", "partitioner": "data", "model": "models"}
 
 
+def unknown_name_hint(registry: Registry, name: str) -> str:
+    """What to do about a name `registry` lacks: why the plugin that declares it could not be registered, or how to
+    register a member of one's own (`registration_hint`)."""
+    return registry.broken.get(name) or registration_hint(registry.family)
+
+
 def registration_hint(family: str) -> str:
     """How a name of one's own becomes a registered `family` member (appended to unknown-name errors)."""
     group = next(group for group, member_family in GROUPS.items() if member_family == family)
@@ -120,14 +159,45 @@ def registration_hint(family: str) -> str:
 
 
 def loaded_plugins() -> list[str]:
-    """One line per registered plugin member: group, name and the distribution it comes from."""
+    """One line per installed plugin member: group, name and the distribution it comes from (and whether it was
+    skipped, `load_plugins`)."""
     lines = []
     for group in GROUPS:
         for entry_point in sorted(entry_points(group=group), key=lambda point: point.name):
             distribution = entry_point.dist.name if entry_point.dist else "?"
             version = entry_point.dist.version if entry_point.dist else "?"
-            lines.append(f"{group}: {entry_point.name} ({distribution} {version})")
+            skipped = " skipped: it could not be registered" if (group, entry_point.name) in _SKIPPED else ""
+            lines.append(f"{group}: {entry_point.name} ({distribution} {version}){skipped}")
     return lines if plugins_enabled() else []
+
+
+def plugin_distributions() -> dict[str, tuple[str, list[Path]]]:
+    """Every installed plugin distribution where plugins load (none with FDABENCH_PLUGINS=0): name -> (version, the
+    .py files of the top-level packages its entry points name, found without importing them). A plugin's module may
+    change a shipped member when imported, so these are part of every job's fingerprint
+    (`fdabench.cell.plugin_fingerprint`)."""
+    if not plugins_enabled():
+        return {}
+    found: dict[str, tuple[str, set[Path]]] = {}
+    for group in GROUPS:
+        for entry_point in entry_points(group=group):
+            name = entry_point.dist.name if entry_point.dist else entry_point.value.split(":")[0].split(".")[0]
+            version = entry_point.dist.version if entry_point.dist else "?"
+            roots = _top_level_roots(entry_point.value.split(":")[0].split(".")[0])
+            found.setdefault(name, (version, set()))[1].update(source_files(roots))
+    return {name: (version, sorted(files)) for name, (version, files) in sorted(found.items())}
+
+
+def _top_level_roots(package: str) -> list[Path]:
+    """A top-level package's folders, or its module's file (found without importing it)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    folders = list(spec.submodule_search_locations or [])
+    return [Path(folder) for folder in folders] or ([Path(spec.origin)] if spec.origin else [])
 
 
 def plugin_source_roots() -> list[Path]:
@@ -135,12 +205,7 @@ def plugin_source_roots() -> list[Path]:
     roots: set[Path] = set()
     for group in GROUPS:
         for entry_point in entry_points(group=group):
-            spec = importlib.util.find_spec(entry_point.value.split(":")[0].split(".")[0])
-            if spec is None:
-                continue
-            folders = list(spec.submodule_search_locations or [])
-            roots |= {Path(spec.origin)} if not folders and spec.origin else set()
-            roots |= {Path(folder) for folder in folders}
+            roots.update(_top_level_roots(entry_point.value.split(":")[0].split(".")[0]))
     return sorted(roots)
 
 

@@ -8,6 +8,8 @@ import copy
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
+from fdabench.core.errors import did_you_mean
+
 T = TypeVar("T")
 
 
@@ -33,6 +35,8 @@ class Registry(Generic[T]):
     def __init__(self, family: str):
         self.family = family
         self._members: dict[str, T] = {}
+        #: name -> why the plugin that declares it could not be registered (`fdabench.core.plugins.load_plugins`)
+        self.broken: dict[str, str] = {}
 
     def register(self, member: T) -> T:
         """Decorator: add `member` under its name (`member_name`)."""
@@ -46,7 +50,11 @@ class Registry(Generic[T]):
         try:
             return self._members[name]
         except KeyError:
-            raise UnknownNameError(f"unknown {self.family} {name!r}; allowed: {', '.join(self.names())}") from None
+            if name in self.broken:
+                raise UnknownNameError(self.broken[name]) from None
+            raise UnknownNameError(
+                f"unknown {self.family} {name!r}; allowed: {', '.join(self.names())}{did_you_mean(name, self.names())}"
+            ) from None
 
     def names(self) -> list[str]:
         return sorted(self._members)

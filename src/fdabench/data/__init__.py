@@ -3,7 +3,16 @@ registers the built-in ones and installed plugins (entry-point groups `fdabench.
 `fdabench.partitioners`; `fdabench.core.plugins`)."""
 
 from fdabench.core.plugins import load_plugins
-from fdabench.data import amazon, digits, image_folders, office_caltech, synthetic, tabular, torchvision_sets  # noqa: F401  (register the datasets)
+from fdabench.data import (  # noqa: F401  (register the datasets and partitioners)
+    amazon,
+    digits,
+    image_folders,
+    office_caltech,
+    partitioners,
+    synthetic,
+    tabular,
+    torchvision_sets,
+)
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset, get_dataset
 from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner, partition_options
 

@@ -41,12 +41,29 @@ class Checkpoints:
         """The saved state, or None where there is none or it belongs to another run."""
         if self.every <= 0 or not self.path.is_file():
             return None
-        saved = torch.load(self.path, map_location="cpu", weights_only=True)
+        saved = _read(self.path)
+        if saved is None:
+            return None
         if saved.get("identity") != self.identity:
             print(f"checkpoint {self.path} is of another configuration, code, device or thread count; starting over")
             return None
         print(f"resuming from checkpoint {self.path} at round {saved['state']['next_round']}")
         return saved["state"]
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A checkpoint file's contents; None, with one line of warning, where it cannot be read as one (truncated,
+    edited, or not a checkpoint): the file is removed, so the cell starts over and the next checkpoint replaces it."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(saved, dict) and isinstance(saved.get("state"), dict) and "next_round" in saved["state"]:
+            return saved
+        reason = "not a checkpoint"
+    except Exception as error:  # torch raises many kinds for a damaged file (RuntimeError, EOFError, pickle errors)
+        reason = " ".join(f"{type(error).__name__}: {str(error).split('. ')[0]}".split())[:160]
+    print(f"checkpoint {path} is unreadable ({reason}); discarded, the cell starts over")
+    path.unlink(missing_ok=True)
+    return None
 
 
 def checkpoint_path(output: str | os.PathLike) -> Path:

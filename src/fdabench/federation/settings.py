@@ -103,6 +103,16 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 REQUIRED_TRAIN: tuple[str, ...] = tuple(key for key, spec in TRAIN_SCHEMA.items() if "default" not in spec)
 
 
+def with_train_defaults(*layers: dict[str, Any]) -> dict[str, Any]:
+    """TRAIN_DEFAULTS < each of `layers` in turn, key by key (a copy): the one merge of the training settings'
+    defaults, for params.yaml (a dataset's `default_train` < suite < experiment: `fdabench.config.resolve`) and for
+    a `train` block given whole (`TrainSettings.from_dict`)."""
+    merged = copy.deepcopy(TRAIN_DEFAULTS)
+    for layer in layers:
+        merged.update(copy.deepcopy(layer))
+    return merged
+
+
 @dataclass(frozen=True)
 class TrainSettings:
     """Every key of TRAIN_SCHEMA; build it with `from_dict`, which fills the schema defaults."""
@@ -133,7 +143,7 @@ class TrainSettings:
         unknown = set(values) - set(TRAIN_SCHEMA)
         if unknown:
             raise ValueError(f"unknown train settings: {sorted(unknown)}")
-        return cls(**{**copy.deepcopy(TRAIN_DEFAULTS), **values})
+        return cls(**with_train_defaults(values))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,17 +1,12 @@
 """Which cells of a suite are current: done with today's configuration and code, or missing, failed, or
 stale (run with another configuration or other code than what params.yaml and the source now give, or not
-readable as a complete cell of this format).
+readable as a complete cell of this format: `fdabench.jobs.heal.recorded_state`).
 
-The cell file is the truth about what it was computed with. `heal_workspace`, called by the Snakefile before
-Snakemake plans, makes Snakemake's own bookkeeping agree with it: a cell it would otherwise consider done (a
-truncated file, one copied from another code version, or a previous result Snakemake restored after a
-failed rerun) is given a new input (a rerun marker), so the same `snakemake` command reruns it; links to results
-that no longer exist are removed (the rule that made them makes them again)."""
+`heal_workspace` heals every cell of a suite at once (`fdabench.jobs.heal`; the Snakefile heals the cells a run
+plans, one by one)."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +17,7 @@ from fdabench.config.params import Cell, Params
 from fdabench.core import paths
 from fdabench.core.io import read_json
 from fdabench.federation.checkpoint import checkpoint_path
+from fdabench.jobs.heal import heal_cell, heal_link, recorded_state
 
 STATES = ("current", "stale", "failed", "missing")
 
@@ -44,6 +40,8 @@ def _last_error(log: Path) -> str | None:
 
 def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
     result_path = root / cell.path
+    if result_path.is_dir():
+        return CellState(cell, "missing", "a directory is where the cell file belongs; snakemake moves it aside")
     if not result_path.is_file():
         log = root / cell.log_path
         error = _last_error(log)
@@ -52,29 +50,8 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
         if checkpoint_path(result_path).is_file():
             return CellState(cell, "missing", "interrupted; it resumes from its checkpoint when rerun")
         return CellState(cell, "missing")
-    try:
-        result = read_json(result_path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return CellState(cell, "stale", f"unreadable result ({error}); snakemake reruns it")
-    if not isinstance(result, dict):
-        return CellState(cell, "stale", "not a cell result; snakemake reruns it")
-    if result.get("format") != FORMAT:
-        return CellState(cell, "stale", f"format {result.get('format')!r}, not {FORMAT}; snakemake reruns it")
-    if result.get("status") != "complete":
-        return CellState(cell, "stale", f"result status {result.get('status')!r}, not complete")
-    if result.get("config") != cell.config:
-        recorded_config = result.get("config") if isinstance(result.get("config"), dict) else {}
-        changed = sorted(
-            key for key in set(cell.config) | set(recorded_config) if recorded_config.get(key) != cell.config.get(key)
-        )
-        return CellState(cell, "stale", "configuration changed: " + ", ".join(changed))
-    recorded = result.get("code") if isinstance(result.get("code"), dict) else {}
-    current = cell_code(cell.config)
-    if recorded.get("fingerprint") != current.digest:
-        before = recorded.get("modules", {})
-        changed = sorted(m for m in set(before) | set(current.modules) if before.get(m) != current.modules.get(m))
-        return CellState(cell, "stale", "code changed: " + (", ".join(changed) or "no fingerprint recorded"))
-    return CellState(cell, "current")
+    state, reason = recorded_state(result_path, cell.config, lambda: cell_code(cell.config).to_json())
+    return CellState(cell, state, reason)
 
 
 def suite_status(params: Params, root: Path = Path(".")) -> list[CellState]:
@@ -124,32 +101,15 @@ def rerun_marker(cell: Cell) -> str:
     return paths.fill(paths.RERUN_MARKER, **fields, seed=cell.seed)
 
 
-def _unconsumed(marker: Path, result: Path) -> bool:
-    return marker.is_file() and (not result.is_file() or marker.stat().st_mtime > result.stat().st_mtime)
-
-
 def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
-    """Make the workspace say what its files are (see the module docstring): every existing cell of the suite
-    that is not current gets a new rerun marker (`paths.RERUN_MARKER`, an input of its training job; the cell
-    file is untouched, so a failed rerun keeps it), and every link of `links` whose target is gone is removed.
-    Returns one line per change."""
+    """Every existing cell of the suite that is not current gets a new rerun marker (`fdabench.jobs.heal.heal_cell`),
+    and every link of `links` whose target is gone is removed (`heal_link`). Returns one line per change."""
     changes = []
-    for state in suite_status(params, root):
-        result, marker = root / state.cell.path, root / rerun_marker(state.cell)
-        if state.state == "stale" and result.is_file():
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(f"{time.time_ns()} {state.reason}\n", encoding="utf-8")  # new content: a new input
-            changes.append(f"{state.cell.path}: reruns ({state.reason}); the file stays until the new one is complete")
-        elif state.state != "stale" and _unconsumed(marker, result):
-            # written by a plan whose job never ran (a dry run, or params changed back): an input Snakemake has not
-            # recorded, which would rerun the cell (a marker a job consumed is older than its result, and stays)
-            marker.unlink()
-    for link in links:
-        path = root / link
-        if path.is_symlink() and not path.exists():
-            path.unlink()
-            changes.append(f"{link}: removed a link to a missing file (it is made again)")
-    return changes
+    for cell in params.cells():
+        code = lambda cell=cell: cell_code(cell.config).to_json()
+        changes.append(heal_cell(root / cell.path, root / rerun_marker(cell), cell.config, code, cell.path))
+    changes += [heal_link(root / link, link) for link in links]
+    return [change for change in changes if change]
 
 
 def unreadable_cells_message(cell_paths: list[str]) -> str:

@@ -4,12 +4,18 @@ matched and on which settings, the largest gaps with their measured cause, and e
 A row is "on the published settings" when its cells ran the row's recorded protocol (no change flagged) and
 every setting of that record is read in the authors' code or the paper; a row whose record holds a setting
 fdabench inferred is counted apart, with the inferred settings named (`fdabench.paper.record`).
+
+Cells rebuilt from the reproduction archive (`fdabench compare --archive`) whose code fingerprint differs from
+today's code carry `archive.older_commit`: their rows are kept apart from the current cells' (never averaged with
+them), marked "(older commit)", and a published row counts on them only where no current cell matches it
+(`from_older_commit` in the summary).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -45,6 +51,7 @@ COLUMNS = [
     "ours_fewer_rounds",
     "changes",
     "inferred",
+    "older_commit",
 ]
 SUMMARY_COLUMNS = [
     "published_table",
@@ -55,20 +62,32 @@ SUMMARY_COLUMNS = [
     "on_inferred_settings",
     "within_3_points",
     "within_3_points_inferred",
+    "from_older_commit",
 ]
+OLDER_COMMIT = " (older commit)"  # the mark of a row whose cells ran an older version of their code
+
+
+def older_commit(cell: dict[str, Any]) -> bool:
+    """Whether a cell rebuilt from the archive ran code that differs from today's (set by `fdabench compare
+    --archive`; never for a cell file)."""
+    return bool(cell.get("archive", {}).get("older_commit", False))
 
 
 def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
+    """`paper_vs_ours_of` the cell files at `paths`."""
+    return paper_vs_ours_of(read_cell(path) for path in paths)
+
+
+def paper_vs_ours_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Every (experiment, target, method) with a published number: published, ours (mean, sample std over
     seeds, in %), seeds, the difference ours − published, the mean over seeds of each run's best round (the
     statistic a reader may suspect behind a published number), the mean of the same runs' statistic at
     FEWER_ROUNDS rounds fewer (`fewer_rounds_final`), `changes`: where the runs' setting departs from
     the published one, and `inferred`: the settings of the row's record that fdabench inferred ('; '-separated,
-    empty when none). A cell is compared with every published column that prints its row
-    (`published_columns`)."""
+    empty when none), and `older_commit` (`older_commit`). A cell is compared with every published column that prints
+    its row (`published_columns`)."""
     rows = []
-    for path in paths:
-        cell = read_cell(path)
+    for cell in cells:
         config = cell["config"]
         if not config.get("published"):
             continue
@@ -91,13 +110,24 @@ def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
                     "published": value,
                     "changes": "; ".join(changes_from_published(as_published, cell.get("model", {}).get("options"))),
                     "inferred": "; ".join(inferred_for(as_published)),
+                    "older_commit": older_commit(cell),
                 }
             )
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     frame = pd.DataFrame(rows)
     frame = pd.concat([frame, _published_average_rows(frame)], ignore_index=True)
-    keys = ["published_table", "experiment", "target", "method", "method_key", "published", "changes", "inferred"]
+    keys = [
+        "published_table",
+        "experiment",
+        "target",
+        "method",
+        "method_key",
+        "published",
+        "changes",
+        "inferred",
+        "older_commit",
+    ]
     grouped = frame.groupby(keys, sort=False)
     table = grouped["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
     table["ours_best_round"] = grouped["best_round"].mean().to_numpy()
@@ -157,8 +187,8 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of target "Avg" for published averages: per seed, the mean over every target the published row
     covers (seeds missing a target are left out), as the published table averages its targets."""
     averages = []
-    keys = ["published_table", "experiment", "method", "method_key", "changes", "inferred"]
-    for (table, experiment, method, key, changes, inferred), group in frame.groupby(keys, sort=False):
+    keys = ["published_table", "experiment", "method", "method_key", "changes", "inferred", "older_commit"]
+    for (table, experiment, method, key, changes, inferred, older), group in frame.groupby(keys, sort=False):
         value = PUBLISHED_AVERAGES.get(table, {}).get(key)
         if value is None:
             continue
@@ -180,6 +210,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
                         "published": value,
                         "changes": changes,
                         "inferred": inferred,
+                        "older_commit": older,
                     }
                 )
     return pd.DataFrame(averages, columns=frame.columns)
@@ -192,14 +223,16 @@ def _rows_of(frame: pd.DataFrame) -> int:
 def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per published table: its published rows (target x method key), the rows this suite's cells matched,
     those on the published settings (no change flagged, every recorded setting from the code or the paper),
-    those on a record that holds an inferred setting, and how many of each are within WITHIN_POINTS."""
+    those on a record that holds an inferred setting, and how many of each are within WITHIN_POINTS, and the matched
+    rows that rest on cells from an older commit only (a row that current cells match never counts those)."""
     rows = []
+    row_keys = ["target", "method_key"]
+    table = table[~_superseded(table)]
     for key in dict.fromkeys(table["published_table"]):
         ours = table[(table["published_table"] == key) & (table["target"] != AVERAGE)]
         unchanged = ours[ours["changes"] == ""]
         faithful, inferred = unchanged[unchanged["inferred"] == ""], unchanged[unchanged["inferred"] != ""]
         # a row matched on the published settings by one cell never counts again as resting on an inference
-        row_keys = ["target", "method_key"]
         inferred = inferred[~inferred.set_index(row_keys).index.isin(faithful.set_index(row_keys).index)]
         close = lambda frame: frame[frame["difference"].abs() <= WITHIN_POINTS]
         rows.append(
@@ -212,20 +245,38 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
                 "on_inferred_settings": _rows_of(inferred),
                 "within_3_points": _rows_of(close(faithful)),
                 "within_3_points_inferred": _rows_of(close(inferred)),
+                "from_older_commit": _rows_of(ours[_older(ours)]),
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
+def _superseded(table: pd.DataFrame) -> pd.Series:
+    """Whether each row is of cells from an older commit while current cells match the same published row."""
+    keys = ["published_table", "target", "method_key"]
+    older = _older(table)
+    current = table[~older].set_index(keys).index
+    return older & table.set_index(keys).index.isin(current)
+
+
+def _older(table: pd.DataFrame) -> pd.Series:
+    """Whether each row's cells ran an older commit (False for a table without the column)."""
+    if "older_commit" not in table:
+        return pd.Series(False, index=table.index)
+    return table["older_commit"].astype(bool)
+
+
 def largest_gaps(table: pd.DataFrame, count: int = LARGEST_GAPS) -> pd.DataFrame:
     """Per published table, the `count` rows on the published record (no change flagged) furthest from their
-    published number and more than WITHIN_POINTS off, each with what its runs measured (`measured_cause`)."""
+    published number and more than WITHIN_POINTS off, each with what its runs measured (`measured_cause`); a row of
+    cells from an older commit only where no current cell matches its published row."""
     ours = with_gap_causes(table)
-    ours = ours[(ours["measured_cause"] != "") & (ours["target"] != AVERAGE)]
+    ours = ours[(ours["measured_cause"] != "") & (ours["target"] != AVERAGE) & ~_superseded(ours)]
     ours = ours.assign(gap=ours["difference"].abs()).sort_values(["published_table", "gap"], ascending=[True, False])
     picked = ours.groupby("published_table", sort=False).head(count)
+    picked = picked.assign(older_commit=_older(picked))
     return picked.rename(columns={"measured_cause": "cause"})[
-        ["published_table", "target", "method", "difference", "cause"]
+        ["published_table", "target", "method", "difference", "cause", "older_commit"]
     ]
 
 
@@ -251,6 +302,7 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
         & (table["target"] == row.target)
         & (table["method_key"] == row.method_key)
         & (table["changes"] != "")
+        & (_older(table) == bool(getattr(row, "older_commit", False)))
     ]
     parts = []
     if not math.isnan(row.ours_std):
@@ -292,16 +344,21 @@ def average_ranks(tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def suite_means(paths: Iterable[str]) -> pd.DataFrame:
-    """One row per (experiment, target, method) of the cells: the mean final metric over seeds, in %."""
+    """`suite_means_of` the cell files at `paths`."""
+    return suite_means_of(read_cell(path) for path in paths)
+
+
+def suite_means_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (experiment, target, method) of the cells: the mean final metric over seeds, in %. Cells from an
+    older commit count as a method of their own, "<method> (older commit)"."""
     records = []
-    for path in paths:
-        cell = read_cell(path)
+    for cell in cells:
         config = cell["config"]
         records.append(
             {
                 "experiment": config["experiment"],
                 "target": config["target"],
-                "method": config["method"],
+                "method": config["method"] + (OLDER_COMMIT if older_commit(cell) else ""),
                 "value": 100 * cell["final"],
             }
         )
@@ -335,19 +392,24 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
             "on_inferred_settings": "on inferred settings",
             "within_3_points": "within 3 points",
             "within_3_points_inferred": "within 3 points (inferred)",
+            "from_older_commit": "from an older commit",
         }
     )
+    older = _older(table)
+    if not older.any():
+        summary = summary.drop(columns="from an older commit")
     changes, inferred = _legend(table["changes"]), _legend(table["inferred"])
 
-    def marked(method: str, change: str, inference: str) -> str:
+    def marked(method: str, change: str, inference: str, old: bool = False) -> str:
         mark = f" [{changes.index(change) + 1}]" if change else ""
-        return method + mark + (f" (i{inferred.index(inference) + 1})" if inference and not change else "")
+        mark += f" (i{inferred.index(inference) + 1})" if inference and not change else ""
+        return method + mark + (OLDER_COMMIT if old else "")
 
     rows = pd.DataFrame(
         {
             "published table": table["published_table"],
             "target": table["target"],
-            "method": [marked(*values) for values in zip(table["method"], table["changes"], table["inferred"])],
+            "method": [marked(*values) for values in zip(table["method"], table["changes"], table["inferred"], older)],
             "published": [f"{value:.2f}" for value in table["published"]],
             "ours": [
                 f"{mean:.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
@@ -358,6 +420,8 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
         }
     )
     notes = ["Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
+    if older.any():
+        notes.append(OLDER_COMMIT_NOTE)
     if changes:
         notes.append(
             "Rows marked [k] ran a setting other than the published protocol of their row "
@@ -377,6 +441,15 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     return summary, rows, notes
 
 
+OLDER_COMMIT_NOTE = (
+    "Rows marked (older commit) come from archived cells whose code fingerprint differs from the code of this "
+    "commit: they ran an older version of the code their result depends on. They are kept apart from the current "
+    "cells' rows, and a published row counts on them only where no current cell matches it (the summary's column "
+    "'from an older commit'). `fdabench archive export` lists them; rerunning them and `fdabench archive add` "
+    "replaces them."
+)
+
+
 def _markdown_rows(frame: pd.DataFrame, alignments: list[str]) -> list[str]:
     return [
         "| " + " | ".join(frame.columns) + " |",
@@ -391,7 +464,9 @@ def _gaps_for_reading(table: pd.DataFrame) -> pd.DataFrame:
         {
             "published table": gaps["published_table"],
             "target": gaps["target"],
-            "method": gaps["method"],
+            "method": [
+                method + (OLDER_COMMIT if old else "") for method, old in zip(gaps["method"], gaps["older_commit"])
+            ],
             "difference": [f"{value:+.2f}" for value in gaps["difference"]],
             "measured cause": gaps["cause"],
         }
@@ -477,6 +552,18 @@ def status_table(summary: pd.DataFrame, suite: str) -> str:
             f"{row.on_published_settings} ({row.within_3_points}) | {row.on_inferred_settings} "
             f"({row.within_3_points_inferred}) |"
         )
+    older = [
+        f"{row.source or row.published_table} {row.from_older_commit}"
+        for row in summary.itertuples(index=False)
+        if getattr(row, "from_older_commit", 0)
+    ]
+    if older:
+        lines += [
+            "",
+            "Matched rows resting on archived cells from an older commit (marked in the page): "
+            + "; ".join(older)
+            + ".",
+        ]
     return "\n".join(lines)
 
 
@@ -487,3 +574,25 @@ def replace_status(readme: str, block: str) -> str:
     head, rest = readme.split(STATUS_BEGIN, 1)
     _, tail = rest.split(STATUS_END, 1)
     return f"{head}{STATUS_BEGIN}\n{block}\n{STATUS_END}{tail}"
+
+
+def compare_texts(
+    cells: Iterable[dict[str, Any]], suite: str | None = None, readme: str | None = None
+) -> dict[str, str]:
+    """What `fdabench compare` writes, as text: `csv` (every row, with its measured cause), `md`, `html`, `summary`
+    (the per-table summary, CSV) and, given the text of a `readme`, `readme` with its status block for `suite`."""
+    cells = list(cells)
+    table = paper_vs_ours_of(cells)
+    ranks = average_ranks(suite_means_of(cells))
+    summary = paper_vs_ours_summary(table)
+    texts = {
+        "csv": with_gap_causes(table).to_csv(index=False, float_format="%.4g"),
+        "md": paper_vs_ours_markdown(table, ranks),
+        "html": paper_vs_ours_html(table, ranks),
+        "summary": summary.to_csv(index=False),
+    }
+    if readme is not None:
+        if not suite:
+            raise ValueError("the README's status block needs the suite the cells belong to")
+        texts["readme"] = replace_status(readme, status_table(summary, suite))
+    return texts

@@ -204,13 +204,15 @@ TABLE_STYLES = [
 
 def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
     """Tables (frame, caption, whether to show the index) rendered by pandas' Styler, then notes, as one
-    standalone UTF-8 HTML page: what the Snakemake report shows inline."""
+    standalone UTF-8 HTML page: what the Snakemake report shows inline. The tables' element ids are numbered (pandas
+    draws them at random otherwise), so the same tables give the same bytes."""
     tables = [
         (frame.style if index else frame.style.hide(axis="index"))
+        .set_uuid(f"table{position}")
         .set_caption(caption or "")
         .set_table_styles(TABLE_STYLES)
         .to_html()
-        for frame, caption, index in sections
+        for position, (frame, caption, index) in enumerate(sections)
     ]
     paragraphs = [f'<p style="font: 12px sans-serif; color: #444;">{escape(note)}</p>' for note in notes]
     return "\n".join(

@@ -1,13 +1,13 @@
 """The synthetic theory check's report (FedGP paper, appendix B, Figure 5): the predicted winner at
-initialisation (from `fdabench.federation.initial_quantities` records) against the rules' training results."""
+initialisation (from `fdabench.theory.quantities` records) against the rules' training results."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from fdabench.paper.theory_check_roles import AUTO_RULES, FIXED_RULES
 from fdabench.report.figures import save_figure
+from fdabench.theory.roles import AUTO_RULES, FIXED_RULES
 
 
 def theory_frame(initial: Iterable[dict[str, Any]], cells: Iterable[dict[str, Any]], roles: dict[str, str]):

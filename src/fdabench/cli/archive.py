@@ -1,0 +1,307 @@
+"""The reproduction archive (`fdabench.cell.archive`, docs/reproduction.md): `fdabench archive add` records finished
+cells in it, `fdabench archive export` rebuilds the cell files of the records that are current, and `fdabench compare
+--archive` (`compare_archive`) regenerates the published comparison's pages, summary and README block from it alone,
+marking the cells whose code fingerprint is no longer today's as from an older commit."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fdabench.cli.common import CommandError, suite_arguments
+
+README = Path("README.md")
+PAGES = ("csv", "md", "html")
+
+
+def _cell_files(given: list[str]) -> list[Path]:
+    """The cell files named, a folder standing for every cell file under it."""
+    files = []
+    for name in given:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
+            if not found:
+                raise CommandError(f"{path}: no cell files under it")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CommandError(f"{path}: no such cell file or folder")
+    return files
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from fdabench.cell.archive import add_records, archive_path, read_archive, record_from_cell, write_archive
+    from fdabench.cell.result import IncompleteCellError, read_cell
+
+    records: dict[str, list[dict[str, Any]]] = {}
+    for path in _cell_files(args.cells):
+        try:
+            record = record_from_cell(read_cell(path), str(path))
+        except IncompleteCellError as error:
+            raise CommandError(f"{error}; nothing was added") from None
+        except ValueError as error:
+            raise CommandError(f"{error}; nothing was added") from None
+        records.setdefault(record["cell"]["suite"], []).append(record)
+    if args.archive and len(records) > 1:
+        raise CommandError(
+            f"cells of several suites ({', '.join(sorted(records))}): one archive holds one suite; add each suite's "
+            "cells apart, or leave out --archive (each suite then goes to its own)"
+        )
+    merged = {}
+    for suite, new in records.items():
+        path = Path(args.archive) if args.archive else archive_path(suite)
+        try:
+            merged[path] = add_records(read_archive(path), new)
+        except ValueError as error:
+            raise CommandError(f"{path}: {error}; nothing was added") from None
+    for path, (all_records, counts) in merged.items():  # every archive checked before any is written
+        write_archive(path, all_records)
+        print(
+            f"{path}: {counts['added']} added, {counts['replaced']} replaced, {counts['unchanged']} unchanged; "
+            f"{len(all_records)} cells, {path.stat().st_size} bytes"
+        )
+    return 0
+
+
+def current_fingerprint(config: dict[str, Any]) -> str | None:
+    """The code fingerprint today's source gives the cell of `config` (None where it cannot be computed, e.g. its
+    method is no longer registered)."""
+    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.core.registry import UnknownNameError
+
+    try:
+        return cell_code(config).digest
+    except (UnknownNameError, KeyError, ValueError, ImportError):
+        return None
+
+
+def archived_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records as cells (`fdabench.cell.archive.cell_from_record`), each with `archive.older_commit`: whether its
+    code fingerprint differs from the one today's source gives its configuration."""
+    from fdabench.cell.archive import cell_from_record
+
+    cells = []
+    for record in records:
+        cell = cell_from_record(record)
+        cell["archive"]["older_commit"] = current_fingerprint(record["config"]) != record["code"].get("fingerprint")
+        cells.append(cell)
+    return cells
+
+
+def archive_suite(records: list[dict[str, Any]], archive: Path) -> str | None:
+    suites = {record["cell"]["suite"] for record in records}
+    if len(suites) > 1:
+        raise CommandError(f"{archive}: records of several suites ({', '.join(sorted(suites))})")
+    return next(iter(suites), None)
+
+
+def readme_suite(text: str) -> str | None:
+    """The suite the README's status block is generated for (its first line names it), or None."""
+    import re
+
+    from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END
+
+    if STATUS_BEGIN not in text or STATUS_END not in text:
+        return None
+    block = text.split(STATUS_BEGIN, 1)[1].split(STATUS_END, 1)[0]
+    found = re.search(r"Suite `([^`]+)`", block)
+    return found.group(1) if found else None
+
+
+def committed_outputs(archive: Path, suite: str, readme: Path = README) -> dict[str, Path]:
+    """Where an archive's regenerated outputs are committed: the pages paper_vs_ours.{csv,md,html} beside it, the
+    summary `<archive folder>.csv` beside its folder (docs/reproduction/paper_cpu.csv for
+    docs/reproduction/paper_cpu/cells.jsonl.gz), and `readme` where its status block names the suite."""
+    folder = archive.parent
+    outputs = {ext: folder / f"paper_vs_ours.{ext}" for ext in PAGES}
+    outputs["summary"] = folder.parent / f"{folder.name}.csv"
+    if readme.is_file() and readme_suite(readme.read_text(encoding="utf-8")) == suite:
+        outputs["readme"] = readme
+    return outputs
+
+
+def regenerate(
+    archive: Path, outputs: dict[str, Path] | None = None, readme: Path = README
+) -> tuple[dict[Path, str], list[dict[str, Any]]]:
+    """({output path: the text the archive regenerates for it}, the archive's cells): the committed outputs
+    (`committed_outputs`) unless `outputs` names them (keys csv, md, html, summary, readme). Nothing for an archive
+    with no records."""
+    from fdabench.cell.archive import read_archive
+    from fdabench.report.paper_vs_ours import compare_texts
+
+    records = read_archive(archive)
+    suite = archive_suite(records, archive)
+    if suite is None:
+        return {}, []
+    outputs = outputs if outputs is not None else committed_outputs(archive, suite, readme)
+    cells = archived_cells(records)
+    readme_text = outputs["readme"].read_text(encoding="utf-8") if "readme" in outputs else None
+    texts = compare_texts(cells, suite, readme_text)
+    return {path: texts[key] for key, path in outputs.items()}, cells
+
+
+def compare_archive(args: argparse.Namespace) -> int:
+    """`fdabench compare --archive`: regenerate (or, --check, compare) the outputs from the archive alone."""
+    from fdabench.core.io import write_text_atomic
+
+    archive = Path(args.archive)
+    if not archive.is_file():
+        raise CommandError(f"{archive}: no such archive (fdabench archive add creates it)")
+    if args.cells:
+        raise CommandError("give cell files or --archive, not both")
+    explicit = {
+        key: Path(value)
+        for key, value in {
+            "csv": args.csv,
+            "md": args.md,
+            "html": args.html,
+            "summary": args.summary_csv,
+            "readme": args.readme,
+        }.items()
+        if value
+    }
+    from fdabench.cell.archive import read_archive
+
+    suite = archive_suite(read_archive(archive), archive)
+    if args.suite and suite and args.suite != suite:
+        raise CommandError(f"{archive} holds cells of suite {suite}, not {args.suite}")
+    if suite is None:
+        stray = [archive.parent / f"paper_vs_ours.{ext}" for ext in PAGES]
+        stray = [path for path in stray if path.exists()]
+        print(
+            f"{archive}: no archived cells yet; nothing regenerated. The summary and the README block of suite "
+            f"{archive.parent.name} are not backed by archived cells (docs/reproduction.md)."
+        )
+        if args.check and stray:
+            print(f"pages without archived cells behind them: {', '.join(map(str, stray))}")
+            return 1
+        return 0
+    texts, cells = regenerate(archive, explicit or None)
+    older = sum(cell["archive"]["older_commit"] for cell in cells)
+    if args.check:
+        differing = [
+            path for path, text in texts.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
+        ]
+        for path in differing:
+            print(f"{path}: differs from what {archive} regenerates")
+        if differing:
+            print(f"regenerate them: fdabench compare --archive {archive}")
+            return 1
+        print(
+            f"{archive}: {len(texts)} outputs equal what its {len(cells)} cells regenerate "
+            f"({older} from an older commit)"
+        )
+        return 0
+    for path, text in texts.items():
+        write_text_atomic(path, text)
+    print(f"{archive}: {len(cells)} cells ({older} from an older commit) -> " + ", ".join(str(path) for path in texts))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from fdabench.cell.archive import ARCHIVE_NAME, ARCHIVE_ROOT, cell_from_record, read_archive, record_state
+    from fdabench.config import load_params
+    from fdabench.core import paths
+    from fdabench.core.io import write_json_atomic
+
+    if args.archive:
+        archives = [Path(args.archive)]
+        if not archives[0].is_file():
+            raise CommandError(f"{archives[0]}: no such archive")
+    else:
+        archives = sorted(Path(ARCHIVE_ROOT).glob(f"*/{ARCHIVE_NAME}"))
+        if args.suite:
+            archives = [path for path in archives if path.parent.name == args.suite]
+        if not archives:
+            raise CommandError(f"no archive under {ARCHIVE_ROOT}" + (f" for suite {args.suite}" if args.suite else ""))
+    root = Path(args.root)
+    status = 0
+    for archive in archives:
+        records = read_archive(archive)
+        suite = archive_suite(records, archive)
+        if suite is None:
+            print(f"{archive}: no archived cells yet")
+            continue
+        if args.suite and suite != args.suite:
+            raise CommandError(f"{archive} holds cells of suite {suite}, not {args.suite}")
+        params = load_params(args.params, layers=args.with_params, suite=suite)
+        planned = {(c.experiment, c.method, str(c.target), int(c.seed)): c for c in params.cells()}
+        counts: Counter = Counter()
+        written = kept = 0
+        for record in records:
+            key = (record["cell"]["experiment"], record["cell"]["method"], str(record["cell"]["target"]))
+            cell = planned.get((*key, int(record["cell"]["seed"])))
+            config = cell.config if cell else None
+            state, reason = record_state(record, config, current_fingerprint(config) if cell else None)
+            counts[state] += 1
+            path = root / paths.fill(
+                paths.CELL, suite=suite, experiment=key[0], method=key[1], target=key[2], seed=record["cell"]["seed"]
+            )
+            if state != "current":
+                print(f"  {state:16} {path}  {reason}")
+            if state != "current" and not args.all:
+                continue
+            if path.exists() and not args.overwrite:
+                kept += 1
+                continue
+            if not args.dry_run:
+                write_json_atomic(path, cell_from_record(record))
+            written += 1
+        summary = ", ".join(f"{counts[state]} {state}" for state in sorted(counts))
+        verb = "would write" if args.dry_run else "wrote"
+        print(
+            f"{archive}: {len(records)} cells of suite {suite}: {summary}; {verb} {written} cell files under "
+            f"{root / 'results' / 'cells' / suite}"
+            + (f", kept {kept} that exist (--overwrite replaces them)" if kept else "")
+        )
+        if counts["current"] != len(records):
+            print(
+                "  the others are not current (from an older commit: the code they depend on changed since they ran; "
+                f"config changed: params.yaml resolves them differently). Rerun them with `snakemake --cores N "
+                f"--config suite={suite}` and add them again with `fdabench archive add results/cells/{suite}`"
+                + ("" if args.all else "; --all writes them too (snakemake then reruns them)")
+            )
+            status = 1 if args.check else status
+    return status
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `archive` command and its subcommands."""
+    archive = sub.add_parser(
+        "archive",
+        help="the reproduction archive: one compact record per finished cell, committed under docs/reproduction/ "
+        "(fdabench compare --archive regenerates the published comparison from it)",
+    )
+    commands = archive.add_subparsers(dest="archive_command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser(
+        "add",
+        help="add finished cells to the archive of their suite, each replacing an older record of the same cell; "
+        "refuses an incomplete cell (nothing is added then)",
+    )
+    p.add_argument("cells", nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)")
+    p.add_argument(
+        "--archive", help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)"
+    )
+    p.set_defaults(handler=cmd_add)
+
+    p = commands.add_parser(
+        "export",
+        help="rebuild the cell files of the archived cells that are current (same configuration and code "
+        "fingerprint as params.yaml and the source give now), so snakemake and fdabench status take them as done; "
+        "lists the others (from an older commit, config changed). On a fresh clone, prepare the data first "
+        "(snakemake --config suite=S --until partition): data made after the export make Snakemake rerun the cells",
+    )
+    p.add_argument("--archive", help="one archive file (default: every docs/reproduction/<suite>/cells.jsonl.gz)")
+    suite_arguments(p)
+    p.add_argument("--root", default=".", help="the folder results/cells/ is under (default: .)")
+    p.add_argument("--all", action="store_true", help="also write the records that are not current")
+    p.add_argument("--overwrite", action="store_true", help="replace cell files that exist (default: keep them)")
+    p.add_argument("--dry-run", action="store_true", help="write nothing; say what would be written")
+    p.add_argument("--check", action="store_true", help="exit with status 1 unless every archived cell is current")
+    p.set_defaults(handler=cmd_export)
