@@ -63,10 +63,13 @@ def _without_seconds(rounds):
         ("fedgp_auto", {}, 0.5),  # no state carried
         ("fedda", {"beta": 0.5}, 0.0),  # no server momentum: no velocity to save
         ("source_only", {}, 0.5),
+        ("scaffold", {}, 0.0),  # client state: each source's c_i, and the server's c
+        ("fedbn", {}, 0.0),  # client state: each client's BatchNorm layers and statistics
     ],
 )
 def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparams, momentum):
-    settings = dataclasses.replace(SETTINGS, server_momentum=momentum)
+    base = SETTINGS if get_method(name).warmup else LONG  # 7 rounds either way: round 4 is mid-run
+    settings = dataclasses.replace(base, server_momentum=momentum)
     reference, _ = _run(problem, name, hparams, settings=settings)
     checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
     with pytest.raises(Interrupted):

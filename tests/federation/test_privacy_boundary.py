@@ -14,10 +14,11 @@ import dataclasses
 import pytest
 import torch
 
+from fdabench.config.extends import deep_merge
 from fdabench.core.plugins import shipped_names
 from fdabench.federation import rounds
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods import METHODS, RoundLoopMethod, get_method
+from fdabench.methods import METHODS, RoundLoopMethod, baselines, get_method
 from fdabench.tensor_math.aggregation import fedavg
 from fdabench.testing.method_checks import reachable_tensors
 from tiny import AUX_TRAIN, aux_problem
@@ -68,10 +69,14 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
 
     method.aggregate, method.target_observer = server, observer
     monkeypatch.setattr(rounds, "fedavg", fedavg_round)
-    history = method.run(problem, SETTINGS, 0, torch.device("cpu"))
+    settings = TrainSettings.from_dict(deep_merge({**AUX_TRAIN, "rounds": 3}, method.requires_train))
+    history = method.run(problem, settings, 0, torch.device("cpu"))
 
     assert len(received) == len(history["rounds"])
     m = history["model_size"]
+    # FedBN: its BatchNorm entries never cross; SCAFFOLD: c down and Δc_i up, m floats each, per training source
+    shared = m - (int(method.local.sum()) if method.keeps_client_state and hasattr(method, "local") else 0)
+    control = 4 * m if name == "scaffold" else 0
     data = _data_storages(problem)
     for (sources_sent, target_sent, tensors), record in zip(received, history["rounds"], strict=True):
         for tensor in tensors:
@@ -85,10 +90,10 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
             and (first_fda_round or method.hparams["recompute"] != "once")
         ):
             estimates = (4 * SOURCES + 3) * 8  # σ², B, ‖Ḡ‖² and d², τ²d², δ, δ' per source, 8 bytes each
-        uplink = SOURCES * (4 * m + 8) * sources_sent + (4 * m + 8) * target_sent + estimates
+        uplink = SOURCES * (4 * shared + 8 + control) * sources_sent + (4 * shared + 8) * target_sent + estimates
         # each training client gets the model it starts from; the target also the sources' updates, if forwarded
         forwarded = SOURCES * 4 * m * (target_sent and sources_sent and method.target_receives_source_updates)
-        downlink = SOURCES * 4 * m * sources_sent + 4 * m * target_sent + forwarded
+        downlink = SOURCES * (4 * shared + control) * sources_sent + 4 * shared * target_sent + forwarded
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink), (name, record["round"])
 
 
@@ -193,6 +198,7 @@ def test_finetune_offline_sends_source_updates_then_nothing(problem, monkeypatch
         return fedavg(updates, counts)
 
     monkeypatch.setattr(rounds, "fedavg", fedavg_round)
+    monkeypatch.setattr(baselines, "fedavg", fedavg_round)  # source_only's FedAvg after the warm-up rounds
     history = get_method("finetune_offline").run(problem, SETTINGS, 0, torch.device("cpu"))
     federated = [r for r in history["rounds"] if r["phase"] != "finetune"]
     assert len(received) == len(federated)

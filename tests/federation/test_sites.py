@@ -34,8 +34,8 @@ class WithoutSource(LocalSites):
         super().__init__(*args)
         self.missing, self.round_index, self.calls, self.evaluated = missing, round_index, 0, []
 
-    def train_sources(self, start, settings, round_index=0, asked=None):
-        replies = super().train_sources(start, settings, round_index, asked)
+    def train_sources(self, start, settings, round_index=0, asked=None, broadcast=None):
+        replies = super().train_sources(start, settings, round_index, asked, broadcast)
         self.calls += 1
         if self.calls - 1 == self.round_index:
             present = [index for index in range(len(replies.results)) if index != self.missing]
@@ -125,7 +125,7 @@ class _Inner:
         self.source_names, self.source_counts, self.has_target = ("a", "b"), torch.tensor([2.0, 3.0]), True
         self.cohorts_per_round, self.calls, self.streams = cohorts, [], [torch.Generator()]
 
-    def train_sources(self, start, settings, round_index=0, asked=None):
+    def train_sources(self, start, settings, round_index=0, asked=None, broadcast=None):
         self.calls.append(("sources", start, settings))
         return "sources reply"
 

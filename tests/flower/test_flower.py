@@ -40,8 +40,8 @@ def _in_process(params, method):
     from fdabench.federation import rounds
 
     class Recorded(rounds.LocalSites):
-        def train_sources(self, start, settings, round_index=0, asked=None):
-            replies = super().train_sources(start, settings, round_index, asked)
+        def train_sources(self, start, settings, round_index=0, asked=None, broadcast=None):
+            replies = super().train_sources(start, settings, round_index, asked, broadcast)
             received.append([r.update.clone() for r in replies.results])
             return replies
 
@@ -233,6 +233,32 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
         assert record["flower_bytes_uplink"] > record["bytes_uplink"] > 0
         assert record["flower_bytes_downlink"] > record["bytes_downlink"] > 0
         assert record["flower_events"] == []
+
+
+def _with_client_state(params):
+    """The tiny suite with SCAFFOLD and FedBN (plain SGD; a model with BatchNorm layers)."""
+    from fdabench.config import validate_params
+
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["methods"] = ["scaffold", "fedbn"]
+    train = raw["suites"]["tiny"].setdefault("train", {})
+    train.update({"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05})
+    train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
+    return validate_params(raw)
+
+
+@pytest.mark.parametrize("method", ["scaffold", "fedbn"])
+def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
+    """SCAFFOLD's control variates and FedBN's BatchNorm layers live in each site's node state between rounds: the
+    simulation's records (metrics, bytes with c and Δc_i, FedBN's shared entries only) equal the in-process loop's."""
+    root, params = tiny_inputs
+    params = _with_client_state(params)
+    monkeypatch.chdir(root)
+    simulation.export_cell(params, EXPERIMENT, method, TARGET, SEED, tmp_path / "sites")
+    expected, _ = _in_process(params, method)
+    history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
+    _assert_same_rounds(history, expected)
+    assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
 
 
 def test_dropout_policies(exported, monkeypatch, tmp_path):

@@ -125,6 +125,27 @@ class Partitioner(ABC):
     #: `source_val` selection rule scores
     holds_out_sources: ClassVar[bool] = False
 
+    def partition(
+        self,
+        prepared: Any,
+        target: str,
+        seed: int,
+        options: dict[str, Any],
+        sources: list[ClientIndices],
+        **splits: Any,
+    ) -> Partition:
+        """The `Partition` of this partitioner's split of `prepared` for `target` and `seed`: its identity (dataset,
+        target, seed, partitioner, options) filled in, the sources and the target's splits as given."""
+        return Partition(
+            dataset=prepared.name,
+            target=target,
+            seed=seed,
+            partitioner=self.name,
+            options=dict(options),
+            sources=sources,
+            **splits,
+        )
+
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         derive_defaults(cls, "options_schema", "default_options")

@@ -110,12 +110,15 @@ def train_locally(
     on_step: StepObserver | None = None,
     batch_loss: BatchLoss | None = None,
     proximal: Proximal | None = None,
+    correction: Tensor | None = None,
 ) -> LocalResult:
     """Train from `start` for `settings.epochs` epochs with a fresh optimiser; return the update.
 
     Batches come from `batch_indices`. `on_step`, if given, receives every optimiser step's parameter
     change (the per-batch updates G_b). `batch_loss` replaces loss_fn(model(x), y) (e.g. a multi-task
-    loss). `proximal` adds the penalty (mu/2)‖θ − anchor‖² (see `Proximal`).
+    loss). `proximal` adds the penalty (mu/2)‖θ − anchor‖² (see `Proximal`). `correction` (flat, m) is added to
+    the gradient of every step before the optimiser sees it (SCAFFOLD's c − c_i, Karimireddy et al. 2020, Alg. 1
+    line 10).
     """
     if batch_loss is None:
         batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))
@@ -130,9 +133,13 @@ def train_locally(
     if pull:
         anchor = start if proximal.anchor is None else proximal.anchor
         anchors = [piece.view_as(p) for piece, p in zip(torch.split(anchor, space.layer_sizes), space.parameters)]
+    if correction is not None:
+        offsets = [piece.view_as(p) for piece, p in zip(torch.split(correction, space.layer_sizes), space.parameters)]
     for batch in batch_indices(samples, settings.batch_size, settings.epochs, generator, data.x.device):
         optimizer.zero_grad()
         batch_loss(model, data, batch).backward()
+        if correction is not None:
+            torch._foreach_add_([p.grad for p in space.parameters], offsets)
         optimizer.step()
         if pull:
             with torch.no_grad():

@@ -47,6 +47,21 @@ class ParameterSpace:
                 buffer.copy_(value)
 
 
+def module_entries(space: ParameterSpace, kinds: tuple[type[nn.Module], ...]) -> Tensor:
+    """A boolean mask over the flat parameters: True at the entries of modules of the given kinds (e.g. BatchNorm
+    layers, which FedBN keeps local)."""
+    owned = {
+        f"{module_name}.{name}" if module_name else name
+        for module_name, module in space.model.named_modules()
+        if isinstance(module, kinds)
+        for name, _ in module.named_parameters(recurse=False)
+    }
+    device = space.parameters[0].device
+    return torch.cat(
+        [torch.full((size,), name in owned, device=device) for name, size in zip(space.layer_names, space.layer_sizes)]
+    )
+
+
 def average_buffers(states: list[list[Tensor]], weights: Tensor) -> list[Tensor]:
     """Sample-weighted average of floating-point buffers; integer buffers (counters) take the maximum."""
     if not states or not states[0]:

@@ -4,7 +4,9 @@ Per round, from global parameters θ: each source trains locally and sends g_i =
 trains on its labelled samples and sends g_T; the server adds the method's aggregate Δ to θ (with server
 momentum μ > 0: v ← μ v + Δ, θ ← θ + server_lr · v, as the synthetic theory check's published code); the
 model is evaluated on the target's test split. Methods with `warmup` first run FedAvg rounds over the sources.
-Only updates and sample counts cross a client boundary, and the bytes they take are counted.
+Only updates and sample counts cross a client boundary, and the bytes they take are counted. A method that keeps
+state on its clients (`federation.client_state`: SCAFFOLD, FedBN) adds its broadcast and its clients' messages to
+that count; the state itself stays on the clients (and in the loop's checkpoints).
 
 Buffers (e.g. BatchNorm statistics) are not updates and are never projected or weighted by β: the
 global buffers become the target's after a round in which the target trained (the model is evaluated on
@@ -117,14 +119,25 @@ def run_rounds(
         global_params = space.get()
         velocity = None if saved["velocity"] is None else saved["velocity"].to(device)
         method.restore_round_state(saved["method"])
+        clients.restore_client_states(saved.get("clients") or {})
         first_round, records = restore_loop(saved, generators, device)
+    update_bytes = method.update_bytes(space)
     for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
         phase = "warmup" if round_index < warmup_rounds else "fda"
         in_force = settings if phase == "warmup" else fda_settings
         source_local, target_local = local_settings(in_force)
+        broadcast = method.broadcast() if phase == "fda" else None
+        broadcast_bytes = 0 if broadcast is None else broadcast.numel() * broadcast.element_size()
         inputs = RoundInputs(
-            round_index, global_params, space.layer_sizes, in_force, space.layer_names, source_names=source_names
+            round_index,
+            global_params,
+            space.layer_sizes,
+            in_force,
+            space.layer_names,
+            source_names=source_names,
+            source_total=len(source_names),
+            broadcast=broadcast,
         )
         buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
         round_counts = source_counts  # of the sources that answered
@@ -133,7 +146,7 @@ def run_rounds(
 
         if source_names and (phase == "warmup" or method.sources_train_after_warmup):
             asked = asked_sources(len(source_names), settings.participation, seed, round_index)
-            replies = clients.train_sources(global_params, source_local, round_index, asked)
+            replies = clients.train_sources(global_params, source_local, round_index, asked, broadcast)
             buffer_states = replies.buffers
             answered = list(range(len(source_names))) if replies.present is None else list(replies.present)
             if replies.present is not None:  # some sources were not asked, dropped out, or were left behind
@@ -144,8 +157,11 @@ def run_rounds(
                 inputs.source_updates = torch.stack([r.update for r in replies.results])
                 inputs.source_counts = round_counts
                 inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
-            downlink += len(asked) * space.update_bytes
-            uplink += len(replies.results) * (space.update_bytes + COUNT_BYTES)
+                if replies.messages:
+                    inputs.source_messages = torch.stack(replies.messages)
+            downlink += len(asked) * (update_bytes + broadcast_bytes)
+            uplink += len(replies.results) * (update_bytes + COUNT_BYTES)
+            uplink += sum(message.numel() * message.element_size() for message in replies.messages)
             if settings.participation < 1 or settings.source_dropout > 0:
                 participation = {
                     "asked": [source_names[index] for index in asked],
@@ -159,14 +175,17 @@ def run_rounds(
             result = reply.result
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = reply.statistics
-            downlink += space.update_bytes
-            uplink += space.update_bytes + COUNT_BYTES
+            inputs.target_message = reply.message
+            downlink += update_bytes + broadcast_bytes
+            uplink += update_bytes + COUNT_BYTES
+            if reply.message is not None:
+                uplink += reply.message.numel() * reply.message.element_size()
             if method.target_receives_source_updates and inputs.source_updates is not None:
-                downlink += len(inputs.source_updates) * space.update_bytes
+                downlink += len(inputs.source_updates) * update_bytes
 
         if silent:  # no source answered: the target's update alone, or no step in a source-only round
             aggregate = Aggregate(inputs.target_update if target_trains else torch.zeros_like(global_params))
-        elif phase == "warmup" or not clients.has_target:
+        elif phase == "warmup":
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
@@ -195,6 +214,7 @@ def run_rounds(
                     model=model.state_dict(),
                     velocity=velocity,
                     method=method.round_state(),
+                    clients=clients.client_states(),
                 )
             )
         if on_round is not None:

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from fdabench.federation.client import Proximal, StepObserver
+from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
 
@@ -32,7 +33,11 @@ class RoundInputs:
     target_count: int = 0
     target_steps: int = 0
     target_statistics: Any = None  # what the method's target observer accumulated
-    source_names: tuple[str, ...] = ()
+    source_names: tuple[str, ...] = ()  # of the sources that answered
+    source_messages: Tensor | None = None  # (N, k) the answered sources' extra messages (SCAFFOLD's Δc_i)
+    target_message: Tensor | None = None  # (k,)
+    source_total: int = 0  # every source of the cell, asked this round or not (SCAFFOLD's N)
+    broadcast: Tensor | None = None  # what the server sent every training client beside θ (SCAFFOLD's c)
 
 
 @dataclass
@@ -58,7 +63,8 @@ class Aggregate:
 
 
 class RoundRules(Protocol):
-    """What the round loop asks of a method (see `methods.base.RoundLoopMethod` for the meaning of each)."""
+    """What the round loop asks of a method (see `methods.base.RoundLoopMethod` for the meaning of each; the
+    client-side hooks: `federation.client_state`)."""
 
     name: str
     sources_train: bool
@@ -66,6 +72,7 @@ class RoundRules(Protocol):
     target_split: str | None
     warmup: bool
     target_receives_source_updates: bool
+    keeps_client_state: bool
 
     def fda_settings(self, settings: TrainSettings) -> TrainSettings: ...
 
@@ -80,6 +87,18 @@ class RoundRules(Protocol):
     def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]: ...
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate: ...
+
+    def update_bytes(self, space: Any) -> int: ...
+
+    def client_state(self, space: Any) -> ClientState | None: ...
+
+    def broadcast(self) -> Tensor | None: ...
+
+    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan: ...
+
+    def after_local(
+        self, state: ClientState | None, plan: LocalPlan, result: Any, settings: Any, buffers: Any
+    ) -> LocalReply: ...
 
     def round_state(self) -> dict[str, Any]: ...
 

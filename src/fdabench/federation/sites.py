@@ -18,6 +18,7 @@ from torch import Tensor
 
 from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
+from fdabench.federation.client_state import ClientState, LocalPlan, evaluation_view, train_with_state
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.participation import dropped_sources
@@ -49,6 +50,7 @@ class SourceRound:
     results: list[LocalResult]
     buffers: list[list[Tensor]] = field(default_factory=list)  # per source, where the model has buffers
     present: list[int] | None = None  # None: every source
+    messages: list[Tensor] = field(default_factory=list)  # per answering source, where the method sends one
 
 
 @dataclass
@@ -58,6 +60,8 @@ class TargetRound:
     result: LocalResult
     statistics: Any = None
     buffers: list[Tensor] = field(default_factory=list)
+    message: Tensor | None = None  # the method's extra message (`federation.client_state`)
+    state: ClientState | None = None  # the target's client state after the round (stays at the target)
 
 
 class Sites(Protocol):
@@ -69,7 +73,12 @@ class Sites(Protocol):
     has_target: bool
 
     def train_sources(
-        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+        self,
+        start: Tensor,
+        settings: LocalSettings,
+        round_index: int = 0,
+        asked: list[int] | None = None,
+        broadcast: Tensor | None = None,
     ) -> SourceRound: ...
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound: ...
@@ -77,6 +86,13 @@ class Sites(Protocol):
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]: ...
 
     def random_streams(self) -> list[torch.Generator]: ...
+
+    def client_states(self) -> dict[str, ClientState]:
+        """The state each client keeps (`federation.client_state`), by client name, for the loop's checkpoint;
+        empty where the states are saved at the sites (Flower)."""
+        ...
+
+    def restore_client_states(self, states: dict[str, ClientState]) -> None: ...
 
 
 def train_target(
@@ -89,15 +105,58 @@ def train_target(
     loss_fn: Callable[[Tensor, Tensor], Tensor],
     generator: torch.Generator,
     seed: int,
+    state: ClientState | None = None,
 ) -> TargetRound:
     """The target's local training in an FDA round, wherever the target is: from `start`, with the method's
-    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`)."""
+    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`) and its
+    client-side rule (`train_with_state`, where the method keeps client state)."""
     space.set(start)
     observer, statistics = method.target_observer(TargetContext(inputs, space, data, loss_fn, seed))
-    result = train_locally(
-        space, start, data, settings, loss_fn, generator, on_step=observer, proximal=method.local_proximal()
+    train = lambda plan: train_locally(
+        space,
+        plan.start,
+        data,
+        settings,
+        loss_fn,
+        generator,
+        on_step=observer,
+        proximal=method.local_proximal(),
+        correction=plan.correction,
     )
-    return TargetRound(result, statistics, space.get_buffers())
+    if not method.keeps_client_state:
+        return TargetRound(train(LocalPlan(start)), statistics, space.get_buffers())
+    reply = train_with_state(method, space, state, start, inputs.broadcast, settings, train)
+    return TargetRound(reply.result, statistics, space.get_buffers(), reply.message, reply.state)
+
+
+def train_source(
+    method: RoundRules,
+    space: ParameterSpace,
+    data: ClientData,
+    start: Tensor,
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generator: torch.Generator,
+    state: ClientState | None = None,
+    broadcast: Tensor | None = None,
+) -> tuple[LocalResult, ClientState | None, Tensor | None]:
+    """One source's local training from the global `start`, wherever the source is, under its method's client-side
+    rule: (what it sends, its state after the round, its extra message)."""
+    train = lambda plan: train_locally(
+        space,
+        plan.start,
+        data,
+        settings,
+        loss_fn,
+        generator,
+        batch_loss=method.source_batch_loss(loss_fn),
+        proximal=method.local_proximal(),
+        correction=plan.correction,
+    )
+    if not method.keeps_client_state:
+        return train(LocalPlan(start)), None, None
+    reply = train_with_state(method, space, state, start, broadcast, settings, train)
+    return reply.result, reply.state, reply.message
 
 
 class LocalSites:
@@ -128,21 +187,35 @@ class LocalSites:
         self.source_counts = torch.tensor([len(s) for s in self.sources], dtype=torch.float32, device=device)
         self.has_target = self.target is not None
         self.generators = [client_generator(seed, index) for index in range(len(self.sources) + 1)]
-        self.source_loss = method.source_batch_loss(loss_fn)
-        self.proximal = method.local_proximal()
         # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain
         # local training allow it
         self.cohort = (
-            self.source_loss is None and self.proximal is None and use_cohort(cohort, device, space.model, self.sources)
+            method.source_batch_loss(loss_fn) is None
+            and method.local_proximal() is None
+            and not method.keeps_client_state
+            and use_cohort(cohort, device, space.model, self.sources)
         )
         #: vectorised cohorts a source round trains (0: the sources train one by one)
         self.cohorts_per_round = sum(len(group) > 1 for group in size_groups(self.sources)) if self.cohort else 0
+        #: each client's state between rounds (`federation.client_state`), by name (the target's under its name),
+        #: made from the freshly built model before the first round
+        self.target_name = problem.target_labelled.name
+        self.states: dict[str, ClientState] = {}
+        if method.keeps_client_state:
+            names = [*self.source_names, *([self.target_name] if self.has_target else [])]
+            self.states = {name: method.client_state(space) for name in names}
 
     def train_sources(
-        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+        self,
+        start: Tensor,
+        settings: LocalSettings,
+        round_index: int = 0,
+        asked: list[int] | None = None,
+        broadcast: Tensor | None = None,
     ) -> SourceRound:
         """The `asked` sources (default: all) train from `start`, but those the simulated dropout drops
-        (`dropped_sources`); `present` names the ones that answered when some did not or were not asked."""
+        (`dropped_sources`); `present` names the ones that answered when some did not or were not asked. Each
+        starts from the global buffers (BatchNorm statistics), and the shared model holds them again afterwards."""
         everyone = list(range(len(self.sources)))
         asked = everyone if asked is None else list(asked)
         dropped = set(dropped_sources(asked, self.dropout, self.seed, round_index))
@@ -154,34 +227,79 @@ class LocalSites:
             results = train_grouped(self.space, start, sources, settings, self.loss_fn, generators)
             return SourceRound(results, present=present)
         replies = SourceRound([], present=present)
+        shared = self.space.get_buffers()  # every source starts from the global buffers, as a site does
         for index in training:
             data = self.sources[index]
-            replies.results.append(
-                train_locally(
-                    self.space,
-                    start,
-                    data,
-                    settings,
-                    self.loss_fn,
-                    self.generators[index],
-                    batch_loss=self.source_loss,
-                    proximal=self.proximal,
-                )
+            self.space.set_buffers(shared)
+            result, state, message = train_source(
+                self.method,
+                self.space,
+                data,
+                start,
+                settings,
+                self.loss_fn,
+                self.generators[index],
+                self.states.get(data.name),
+                broadcast,
             )
+            replies.results.append(result)
+            if state is not None:
+                self.states[data.name] = state
+            if message is not None:
+                replies.messages.append(message)
             if self.space.buffers:
                 replies.buffers.append(self.space.get_buffers())
+        self.space.set_buffers(shared)  # and so does the target after them
         return replies
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
-        return train_target(
-            self.method, self.space, self.target, inputs, start, settings, self.loss_fn, self.generators[-1], self.seed
+        reply = train_target(
+            self.method,
+            self.space,
+            self.target,
+            inputs,
+            start,
+            settings,
+            self.loss_fn,
+            self.generators[-1],
+            self.seed,
+            self.states.get(self.target_name),
         )
+        if reply.state is not None:
+            self.states[self.target_name] = reply.state
+        return reply
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
         """The model on the target's test split, and on the validation splits (`validation_metrics`); the loop's
-        model (shared) already holds `params` and `buffers`."""
+        model (shared) already holds `params` and `buffers`. Where the method keeps client state, each client scores
+        its own view of the model (`evaluation_view`: FedBN's normalisation layers): the target its test and
+        validation splits, each source its held-out samples, as their sites do over Flower; the shared model is
+        left at `params` and `buffers`."""
         score = lambda data: evaluate(self.space.model, data, self.problem.task, self.eval_batch_size)
-        return {**score(self.problem.target_test), **validation_metrics(self.problem, score)}
+        if not self.states:
+            return {**score(self.problem.target_test), **validation_metrics(self.problem, score)}
+        target_state = self.states.get(self.target_name)
+        owner = {
+            id(split): self.states.get(source.name)
+            for source, split in zip(self.problem.sources, self.problem.source_validation)
+        }
+
+        def score_as_owner(data: ClientData) -> dict[str, float]:
+            view, own_buffers = evaluation_view(self.method, self.space, owner.get(id(data), target_state), params)
+            self.space.set(view)
+            self.space.set_buffers(buffers if own_buffers is None else own_buffers)
+            return score(data)
+
+        metrics = {**score_as_owner(self.problem.target_test), **validation_metrics(self.problem, score_as_owner)}
+        self.space.set(params)
+        self.space.set_buffers(buffers)
+        return metrics
+
+    def client_states(self) -> dict[str, ClientState]:
+        return self.states
+
+    def restore_client_states(self, states: dict[str, ClientState]) -> None:
+        self.states = dict(states)
 
     def random_streams(self) -> list[torch.Generator]:
         return [*self.generators, *self.problem.noise_generators()]
@@ -216,10 +334,17 @@ class TimedSites:
         return reply
 
     def train_sources(
-        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+        self,
+        start: Tensor,
+        settings: LocalSettings,
+        round_index: int = 0,
+        asked: list[int] | None = None,
+        broadcast: Tensor | None = None,
     ) -> SourceRound:
         self.cohorts += getattr(self.inner, "cohorts_per_round", 0)
-        return self._timed("source_training", lambda: self.inner.train_sources(start, settings, round_index, asked))
+        return self._timed(
+            "source_training", lambda: self.inner.train_sources(start, settings, round_index, asked, broadcast)
+        )
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
         return self._timed("target_training", lambda: self.inner.train_target(inputs, start, settings))
@@ -235,3 +360,9 @@ class TimedSites:
 
     def random_streams(self) -> list[torch.Generator]:
         return self.inner.random_streams()
+
+    def client_states(self) -> dict[str, ClientState]:
+        return self.inner.client_states()
+
+    def restore_client_states(self, states: dict[str, ClientState]) -> None:
+        self.inner.restore_client_states(states)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "threads": 1,
 }
 STATE = "fdabench"  # the site's record in its node state: the cell and its random streams
+CLIENT_STATE = "fdabench_client_state"  # the method's state on this client (`federation.client_state`)
 #: sites built in this process, by (run, node): the simulation engine keeps a ClientApp process between messages
 _SITES: dict[tuple[int, int], Site] = {}
 
@@ -85,12 +86,16 @@ def _restore_streams(site: Site, context: Context, stream: int | None = None) ->
     site.restore_streams({name: bytes(state[name]) for name in ("batches", "noise") if name in state})
     if site.batches is None and stream is not None:
         site.start_stream(stream)
+    if CLIENT_STATE in context.state.array_records:
+        site.restore_state(messages.tensors(context.state.array_records[CLIENT_STATE]))
 
 
 def _save_streams(site: Site, context: Context) -> None:
     state = context.state.config_records[STATE]
     for name, raw in site.streams().items():
         state[name] = raw
+    if site.state is not None:
+        context.state[CLIENT_STATE] = ArrayRecord({name: value.detach().cpu() for name, value in site.state.items()})
 
 
 def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -> Message:
@@ -98,6 +103,8 @@ def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -
     known = context.state.config_records.get(STATE)
     if known is None or str(known["cell"]) != cell:  # a hello again (the server re-identifying) keeps the streams
         context.state[STATE] = ConfigRecord({"cell": cell})
+        if CLIENT_STATE in context.state:  # another cell's client state
+            del context.state[CLIENT_STATE]
         _SITES.pop((context.run_id, context.node_id), None)
     data = site_for(context, defaults).data
     identity = ConfigRecord({"name": data.name, "role": data.role, "shape": json.dumps(data.shape)})
@@ -122,8 +129,8 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
     settings = messages.local_settings(config)
     buffers = messages.listed(values, "buffers")
     if site.data.role == "source":
-        result, buffers = site.train_source(values["params"], settings, buffers)
-        record = messages.arrays(update=result.update, buffers=buffers)
+        result, buffers, sent = site.train_source(values["params"], settings, buffers, values.get("broadcast"))
+        record = messages.arrays(update=result.update, buffers=buffers, message=sent)
     else:
         inputs = RoundInputs(
             int(config["round"]),
@@ -135,11 +142,12 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
             source_counts=values.get("source_counts"),
             source_steps=values.get("source_steps"),
             source_names=tuple(json.loads(str(config["source_names"]))),
+            broadcast=values.get("broadcast"),
         )
         reply = site.train_target(inputs, values["start"], settings, buffers)
         result = reply.result
         estimates = {f"estimates.{name}": value for name, value in reply.estimates.items()}
-        record = messages.arrays(update=result.update, buffers=reply.buffers, **estimates)
+        record = messages.arrays(update=result.update, buffers=reply.buffers, message=reply.message, **estimates)
     _save_streams(site, context)
     counts = MetricRecord({"samples": result.samples, "steps": result.steps})
     return Message(RecordDict({"arrays": record, "metrics": counts}), reply_to=message)

@@ -5,8 +5,10 @@ bit for bit), settings in `ConfigRecord`s, counts and metrics in `MetricRecord`s
 
 - `query` (hello), server → every site: config `cell`, the cell's configuration as JSON (~2 KB). Reply: config
   name, role and the problem's shape; metrics position and samples (< 1 KB).
-- `train`, server → source: arrays `params` θ (4m B) and the model's buffers; config: the local settings, the
-  round and the site's batch stream. Reply: arrays `update` g_i (4m B) and buffers; metrics samples, steps.
+- `train`, server → source: arrays `params` θ (4m B) and the model's buffers, and for a method with client state
+  its `broadcast` (SCAFFOLD's c, 4m B); config: the local settings, the round and the site's batch stream. Reply:
+  arrays `update` g_i (4m B), buffers, and the method's `message` where it sends one (SCAFFOLD's Δc_i, 4m B);
+  metrics samples, steps. A client's state (`federation.client_state`) stays in its node state.
 - `train`, server → target: arrays `start` (4m B); for auto-weighting also `source_updates` (4Nm B),
   `source_counts` and `source_steps`; `global` θ (4m B) only where the start differs from it; config: the local
   and round settings, the round, the stream, the source names. Reply: arrays `update` g_T (4m B), for
@@ -96,6 +98,17 @@ def check_update(update: Tensor, size: int, site: str, round_index: int) -> Tens
     if bad:
         raise RejectedReply(f"{where} sent an update with {bad} non-finite values (NaN or infinite)")
     return update
+
+
+def check_message(message: Tensor, site: str, round_index: int) -> Tensor:
+    """A site's extra message (`federation.client_state`, e.g. SCAFFOLD's Δc_i): a finite float vector."""
+    where = f"round {round_index + 1}: {site}"
+    if message.dim() != 1 or not message.is_floating_point():
+        raise RejectedReply(f"{where} sent a message of shape {tuple(message.shape)} and type {message.dtype}")
+    bad = int((~torch.isfinite(message)).sum())
+    if bad:
+        raise RejectedReply(f"{where} sent a message with {bad} non-finite values (NaN or infinite)")
+    return message
 
 
 def metrics_record(values: dict[str, Any]) -> MetricRecord:

@@ -19,11 +19,12 @@ import torch
 from torch import Tensor
 
 from fdabench.cell.setup import cell_rules
-from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function, train_locally
+from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function
+from fdabench.federation.client_state import ClientState, evaluation_view
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rounds import build_cell_model
 from fdabench.federation.rule_interface import RoundInputs
-from fdabench.federation.sites import client_generator, target_training_data, train_target
+from fdabench.federation.sites import client_generator, target_training_data, train_source, train_target
 from fdabench.flower.site_files import SiteData, problem_shape
 
 
@@ -32,6 +33,7 @@ class TargetReply:
     result: LocalResult
     estimates: dict[str, Tensor]  # auto-weighting: σ², d², τ²d², ... per source from the forwarded updates
     buffers: list[Tensor]
+    message: Tensor | None = None  # the method's extra message (`federation.client_state`)
 
 
 class Site:
@@ -50,6 +52,11 @@ class Site:
         self.space = ParameterSpace(model)
         self.loss_fn = loss_function(self.problem.task)
         self.batches: torch.Generator | None = None  # started by the first training request
+        #: the method's state on this client between rounds (`federation.client_state`), made from the freshly
+        #: built model as in the in-process loop; never sent
+        self.state: ClientState | None = (
+            self.method.client_state(self.space) if self.method.keeps_client_state else None
+        )
 
     # -- random streams, saved between calls ---------------------------------------------------------
     def start_stream(self, stream: int) -> None:
@@ -62,6 +69,11 @@ class Site:
             saved["noise"] = self.data.noise_generator.get_state().numpy().tobytes()
         return saved
 
+    def restore_state(self, saved: dict[str, Tensor]) -> None:
+        """The client state its last call left (`federation.client_state`), from the node state."""
+        if saved:
+            self.state = dict(saved)
+
     def restore_streams(self, saved: dict[str, bytes]) -> None:
         if "batches" in saved:
             self.batches = torch.Generator()
@@ -71,22 +83,26 @@ class Site:
 
     # -- calls ---------------------------------------------------------------------------------------
     def train_source(
-        self, start: Tensor, settings: LocalSettings, buffers: list[Tensor]
-    ) -> tuple[LocalResult, list[Tensor]]:
+        self, start: Tensor, settings: LocalSettings, buffers: list[Tensor], broadcast: Tensor | None = None
+    ) -> tuple[LocalResult, list[Tensor], Tensor | None]:
+        """(update, buffers, the method's message) of this source's local training (`sites.train_source`)."""
         if self.data.role != "source":
             raise ValueError("this site is the target; it does not train as a source")
         self._set_buffers(buffers)
-        result = train_locally(
+        result, state, message = train_source(
+            self.method,
             self.space,
-            start,
             self.data.data,
+            start,
             settings,
             self.loss_fn,
             self.batches,
-            batch_loss=self.method.source_batch_loss(self.loss_fn),
-            proximal=self.method.local_proximal(),
+            self.state,
+            broadcast,
         )
-        return result, self.space.get_buffers()
+        if state is not None:
+            self.state = state
+        return result, self.space.get_buffers(), message
 
     def train_target(
         self, inputs: RoundInputs, start: Tensor, settings: LocalSettings, buffers: list[Tensor]
@@ -96,10 +112,21 @@ class Site:
         data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
         self._set_buffers(buffers)
         reply = train_target(
-            self.method, self.space, data, inputs, start, settings, self.loss_fn, self.batches, self.cell["seed"]
+            self.method,
+            self.space,
+            data,
+            inputs,
+            start,
+            settings,
+            self.loss_fn,
+            self.batches,
+            self.cell["seed"],
+            self.state,
         )
+        if reply.state is not None:
+            self.state = reply.state
         estimates = {} if reply.statistics is None else reply.statistics.estimates()
-        return TargetReply(reply.result, estimates, reply.buffers)
+        return TargetReply(reply.result, estimates, reply.buffers, reply.message)
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, dict[str, float]]:
         """The global model's metrics on this site's splits, by split: the target's `test` split, then its
@@ -110,8 +137,9 @@ class Site:
             splits["validation"] = self.data.validation
         if not splits:
             raise ValueError(f"{self.data.name} holds no validation split: it has nothing to evaluate on")
-        self.space.set(params)
-        self._set_buffers(buffers)
+        view, own_buffers = evaluation_view(self.method, self.space, self.state, params)
+        self.space.set(view)
+        self._set_buffers(buffers if own_buffers is None else own_buffers)
         task, batch_size = self.problem.task, self.settings.eval_batch_size
         return {split: evaluate(self.space.model, data, task, batch_size) for split, data in splits.items()}
 

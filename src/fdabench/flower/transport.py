@@ -129,10 +129,16 @@ class FlowerSites:
 
     # -- the round loop's calls ------------------------------------------------------------------------
     def train_sources(
-        self, start: Tensor, settings: LocalSettings, round_index: int = 0, asked: list[int] | None = None
+        self,
+        start: Tensor,
+        settings: LocalSettings,
+        round_index: int = 0,
+        asked: list[int] | None = None,
+        broadcast: Tensor | None = None,
     ) -> SourceRound:
         """The `asked` sources (default: all; the loop's participation sample) train; `present` are those that
-        answered (the dropout policy decides about the others)."""
+        answered (the dropout policy decides about the others). `broadcast` (the method's, e.g. SCAFFOLD's c) goes
+        with θ; each reply's `message` comes back beside its update."""
         asked_sites = self.sources if asked is None else [self.sources[index] for index in asked]
         buffers = self.space.get_buffers()
         config = {**messages.local_config(settings), "round": self.round_index}
@@ -140,7 +146,7 @@ class FlowerSites:
         def request(site: SiteInfo) -> RecordDict:
             return RecordDict(
                 {
-                    "arrays": messages.arrays(params=start, buffers=buffers),
+                    "arrays": messages.arrays(params=start, buffers=buffers, broadcast=broadcast),
                     "config": ConfigRecord({**config, "stream": self.streams[site.name]}),
                 }
             )
@@ -151,7 +157,13 @@ class FlowerSites:
             raise SiteFailure(f"round {self.round_index + 1}: no source answered")
         results = [replies[self.sources[index].name][0] for index in present]
         round_buffers = [replies[self.sources[index].name][1] for index in present]
-        return SourceRound(results, round_buffers if self.space.buffers else [], present=present)
+        sent = [self._message(replies[self.sources[index].name][2]) for index in present]
+        return SourceRound(
+            results,
+            round_buffers if self.space.buffers else [],
+            present=present,
+            messages=[m for m in sent if m is not None],
+        )
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
         assert self.target is not None
@@ -162,6 +174,7 @@ class FlowerSites:
             source_updates=inputs.source_updates if forwarded else None,
             source_counts=inputs.source_counts if forwarded else None,
             source_steps=inputs.source_steps if forwarded else None,
+            broadcast=inputs.broadcast,
             **({} if torch.equal(start, inputs.global_params) else {"global": inputs.global_params}),
         )
         config = {
@@ -176,8 +189,8 @@ class FlowerSites:
             return RecordDict({"arrays": content, "config": ConfigRecord(config)})
 
         replies = self._ask([self.target], MessageType.TRAIN, request, self._target_reply)
-        result, estimates, buffers = replies[self.target.name]
-        return TargetRound(result, ReceivedEstimates(estimates) if estimates else None, buffers)
+        result, estimates, buffers, message = replies[self.target.name]
+        return TargetRound(result, ReceivedEstimates(estimates) if estimates else None, buffers, self._message(message))
 
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
         """The global model on the target's test split, with the validation metrics of the in-process loop
@@ -207,6 +220,15 @@ class FlowerSites:
     def random_streams(self) -> list[torch.Generator]:
         return []  # the streams live at the sites
 
+    def client_states(self) -> dict[str, Any]:
+        return {}  # each client's state lives at its site (its node state), never at the server
+
+    def restore_client_states(self, states: dict[str, Any]) -> None:
+        if states:
+            raise ValueError(
+                "a Flower run keeps client state at the sites; a checkpoint with client states is not its own"
+            )
+
     def take_round_log(self) -> dict[str, Any]:
         """Flower's byte counts and the events of the round just finished; reset for the next."""
         log = {
@@ -222,7 +244,10 @@ class FlowerSites:
     def _evaluation_reply(self, site: SiteInfo, content: RecordDict) -> dict[str, dict[str, float]]:
         return messages.evaluation_metrics(content, site.name, site.role, bool(site.validation), self.round_index)
 
-    def _source_reply(self, site: SiteInfo, content: RecordDict) -> tuple[LocalResult, list[Tensor]]:
+    def _message(self, message: Tensor | None) -> Tensor | None:
+        return None if message is None else message.to(self.device)
+
+    def _source_reply(self, site: SiteInfo, content: RecordDict) -> tuple[LocalResult, list[Tensor], Tensor | None]:
         values = messages.tensors(content["arrays"])
         if "update" not in values:
             raise RejectedReply(f"round {self.round_index + 1}: {site.name} sent no update")
@@ -234,10 +259,15 @@ class FlowerSites:
                 f"round {self.round_index + 1}: {site.name} trained on {samples} samples; its hello said {site.samples}"
             )
         result = LocalResult(update.to(self.device), int(counts["steps"]), samples)
-        return result, [value.to(self.device) for value in messages.listed(values, "buffers")]
+        message = None
+        if self.method.keeps_client_state and "message" in values:
+            message = messages.check_message(values["message"], site.name, self.round_index)
+        return result, [value.to(self.device) for value in messages.listed(values, "buffers")], message
 
-    def _target_reply(self, site: SiteInfo, content: RecordDict) -> tuple[LocalResult, dict[str, Tensor], list[Tensor]]:
-        result, buffers = self._source_reply(site, content)
+    def _target_reply(
+        self, site: SiteInfo, content: RecordDict
+    ) -> tuple[LocalResult, dict[str, Tensor], list[Tensor], Tensor | None]:
+        result, buffers, message = self._source_reply(site, content)
         values = messages.tensors(content["arrays"])
         estimates = {
             key.split(".", 1)[1]: value.to(self.device) for key, value in values.items() if key.startswith("estimates.")
@@ -247,7 +277,7 @@ class FlowerSites:
             raise RejectedReply(
                 f"round {self.round_index + 1}: {site.name} sent non-finite estimates ({', '.join(bad)})"
             )
-        return result, estimates, buffers
+        return result, estimates, buffers, message
 
     # -- asking, with the dropout policy ----------------------------------------------------------------
     def _ask(

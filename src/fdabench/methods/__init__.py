@@ -2,7 +2,18 @@
 installed plugin method (entry-point group `fdabench.methods`, `fdabench.core.plugins`)."""
 
 from fdabench.core.plugins import load_plugins
-from fdabench.methods import auto, baselines, dadil, fda, federated, kd3a, personalised, weak  # noqa: F401
+from fdabench.methods import (  # noqa: F401
+    auto,
+    baselines,
+    dadil,
+    fda,
+    fedbn,
+    federated,
+    kd3a,
+    personalised,
+    scaffold,
+    weak,
+)
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod, get_method
 
 load_plugins(METHODS)

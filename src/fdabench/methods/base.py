@@ -18,6 +18,8 @@ from torch import Tensor
 from fdabench.core.registry import Registry, derive_defaults
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.client import Proximal, StepObserver
+from fdabench.federation.client_state import StatefulRules
+from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import Aggregate, RoundInputs, TargetContext
@@ -52,6 +54,10 @@ class Method(ABC):
     #: whether `run` saves its state to `checkpoints` and continues from it (every registered method does); a
     #: method that does not starts an interrupted cell over and gets no checkpoint
     resumes: ClassVar[bool] = False
+    #: training settings the method cannot run without (nested like params.yaml's `train`, e.g. {"optimizer":
+    #: "sgd"}), and why: `check` refuses other values before any job, and `fdabench check-method` runs with them
+    requires_train: ClassVar[dict[str, Any]] = {}
+    requires_because: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -72,9 +78,12 @@ class Method(ABC):
         return {**copy.deepcopy(cls.default_hparams), **copy.deepcopy(hparams)}
 
     def check(self, train: dict[str, Any]) -> list[str]:
-        """Problems with running this method under the experiment's resolved `train` settings
-        (reported by params validation before any job runs); default: none."""
-        return []
+        """Problems with running this method under the experiment's resolved `train` settings (reported by params
+        validation before any job runs); default: each `requires_train` setting that `train` does not have."""
+        return [
+            f"{self.name} needs train.{path}: {wanted!r} ({self.requires_because}); it is {actual!r}"
+            for path, wanted, actual in unmet_requirements(self.requires_train, train)
+        ]
 
     @abstractmethod
     def run(
@@ -92,14 +101,29 @@ class Method(ABC):
         `resumes` save their state to `checkpoints` and continue from it; the others start over."""
 
 
-class RoundLoopMethod(Method):
+def unmet_requirements(required: dict[str, Any], train: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, required value, actual value) of each `required` setting `train` lacks (nested mappings
+    compared key by key; a missing setting is None)."""
+    unmet = []
+    for key, wanted in required.items():
+        actual = (train or {}).get(key)
+        if isinstance(wanted, dict):
+            unmet += unmet_requirements(wanted, actual if isinstance(actual, dict) else {}, f"{prefix}{key}.")
+        elif actual != wanted:
+            unmet.append((f"{prefix}{key}", wanted, actual))
+    return unmet
+
+
+class RoundLoopMethod(StatefulRules, Method):
     """A method run by the FDA round loop (Algorithm 1).
 
     Class attributes say which clients train: sources (`sources_train`; in warm-up rounds only when
     `sources_train_after_warmup` is False), the target on its labelled
     samples or on all its training samples with labels (`target_split` = "labelled" | "all" | None),
     whether FedAvg warm-up rounds precede (`warmup`), and whether the server forwards the source updates
-    to the target before it trains (`target_receives_source_updates`, needed by auto-weighting).
+    to the target before it trains (`target_receives_source_updates`, needed by auto-weighting). A method that
+    keeps state on its clients between rounds sets `keeps_client_state` and implements the client-side hooks of
+    `federation.client_state.StatefulRules` (SCAFFOLD, FedBN).
     """
 
     sources_train: ClassVar[bool] = True
@@ -108,6 +132,8 @@ class RoundLoopMethod(Method):
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
     target_receives_source_updates: ClassVar[bool] = False
+    #: whether clients keep state between rounds (`client_state`); such clients train one by one, never in cohorts
+    keeps_client_state: ClassVar[bool] = False
     resumes = True
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):
@@ -141,6 +167,11 @@ class RoundLoopMethod(Method):
         """Optionally a callback that sees each target optimiser step, and the statistics it fills
         (handed to `aggregate` as `inputs.target_statistics`)."""
         return None, None
+
+    def update_bytes(self, space: ParameterSpace) -> int:
+        """Bytes of θ or of an update as it crosses a client boundary (FedBN: the shared entries only); default:
+        every parameter."""
+        return space.update_bytes
 
     @abstractmethod
     def aggregate(self, inputs: RoundInputs) -> Aggregate:

@@ -23,34 +23,45 @@ class BodyHead(nn.Module):
         return self.head(self.features(x))
 
 
+#: the normalisation layers a small model may use (`norm`): FedBN needs "batch"
+NORMS = ("none", "group", "batch")
+
+
+def _norm_layer(norm: str, channels: int, dims: int) -> list[nn.Module]:
+    """The normalisation after a layer of `channels` outputs (`dims` = 1: features, 2: images)."""
+    if norm == "none":
+        return []
+    if norm == "group":
+        return [nn.GroupNorm(8, channels)]
+    if norm == "batch":
+        return [nn.BatchNorm1d(channels) if dims == 1 else nn.BatchNorm2d(channels)]
+    raise ValueError(f"unknown norm {norm!r}; allowed: {', '.join(NORMS)}")
+
+
 @MODELS.register
-def digits_cnn(input_shape, num_outputs, width: int = 16) -> nn.Module:
-    """DomainBed's MNIST CNN scaled to 8x8 inputs: three 3x3 convolutions with ReLU and GroupNorm(8),
-    the second with stride 2, global average pooling, then a linear head."""
+def digits_cnn(input_shape, num_outputs, width: int = 16, norm: str = "group") -> nn.Module:
+    """DomainBed's MNIST CNN scaled to 8x8 inputs: three 3x3 convolutions with ReLU and GroupNorm(8) (`norm`:
+    "batch" for BatchNorm, as FedBN's models, Li et al. 2021; "none"), the second with stride 2, global average
+    pooling, then a linear head."""
     channels = input_shape[0]
-    features = nn.Sequential(
-        nn.Conv2d(channels, width, 3, padding=1),
-        nn.ReLU(),
-        nn.GroupNorm(8, width),
-        nn.Conv2d(width, 2 * width, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.GroupNorm(8, 2 * width),
-        nn.Conv2d(2 * width, 2 * width, 3, padding=1),
-        nn.ReLU(),
-        nn.GroupNorm(8, 2 * width),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-    )
+    layers: list[nn.Module] = []
+    for index, (inputs, outputs) in enumerate([(channels, width), (width, 2 * width), (2 * width, 2 * width)]):
+        layers += [nn.Conv2d(inputs, outputs, 3, stride=2 if index == 1 else 1, padding=1), nn.ReLU()]
+        layers += _norm_layer(norm, outputs, 2)
+    features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
     return BodyHead(features, 2 * width, num_outputs)
 
 
 @MODELS.register
-def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,)) -> nn.Module:
-    """ReLU multi-layer perceptron for tabular and pre-extracted features."""
+def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,), norm: str = "none") -> nn.Module:
+    """ReLU multi-layer perceptron for tabular and pre-extracted features; `norm: batch` puts BatchNorm1d after
+    each hidden linear layer, before its ReLU (FedBN's placement, Li et al. 2021)."""
+    if norm == "group":
+        raise ValueError("mlp: norm 'group' is for convolutions; allowed: none, batch")
     layers: list[nn.Module] = [nn.Flatten()]
     width = math.prod(input_shape)
     for size in hidden:
-        layers += [nn.Linear(width, size), nn.ReLU()]
+        layers += [nn.Linear(width, size), *_norm_layer(norm, size, 1), nn.ReLU()]
         width = size
     return BodyHead(nn.Sequential(*layers), width, num_outputs)
 

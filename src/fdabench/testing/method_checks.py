@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from fdabench.config.extends import deep_merge
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.rounds import run_rounds
@@ -293,7 +294,7 @@ def check_method(method: str | type[Method], hparams: dict[str, Any] | None = No
             "(RoundLoopMethod): test its protocol as tests/federation/test_privacy_boundary.py does"
         )
     make = lambda: cls(hparams)
-    problem, settings = small_problem(), TrainSettings.from_dict(SETTINGS)
+    problem, settings = small_problem(), TrainSettings.from_dict(deep_merge(SETTINGS, cls.requires_train))
     try:
         run = _Run(make, problem, settings)
     except Exception as error:  # the method cannot even run: every check fails with the reason

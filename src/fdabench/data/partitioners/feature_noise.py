@@ -168,13 +168,12 @@ class FeatureNoise(Partitioner):
                 ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)),
                 ClientIndices("target_test", "train", rest),
             )
-        return Partition(
-            dataset=prepared.name,
-            target=target,
-            seed=seed,
-            partitioner=self.name,
-            options=dict(options),
-            sources=sources,
+        return self.partition(
+            prepared,
+            target,
+            seed,
+            options,
+            sources,
             target_labelled=ClientIndices("target_labelled", "train", labelled),
             target_unlabelled=unlabelled,
             target_test=test,

@@ -69,13 +69,12 @@ class LabelShift(Partitioner):
             for i, part in enumerate(np.array_split(source_pool, options["clients"] - 1))
         ]
         labelled_count = fraction_or_count(float(options["target_labelled"]), len(target_pool), "target_labelled")
-        return Partition(
-            dataset=prepared.name,
-            target=target,
-            seed=seed,
-            partitioner=self.name,
-            options=dict(options),
-            sources=sources,
+        return self.partition(
+            prepared,
+            target,
+            seed,
+            options,
+            sources,
             target_labelled=ClientIndices("target_labelled", "train", np.sort(target_pool[:labelled_count])),
             target_unlabelled=ClientIndices("target_unlabelled", "train", np.array([], dtype=np.int64)),
             target_test=ClientIndices("target_test", "train", np.sort(target_pool[labelled_count:])),

@@ -45,13 +45,12 @@ class LabelledTarget(Partitioner):
             for domain, arrays in prepared.domains.items()
             if domain != target
         ]
-        return Partition(
-            dataset=prepared.name,
-            target=target,
-            seed=seed,
-            partitioner=self.name,
-            options=dict(options),
-            sources=sources,
+        return self.partition(
+            prepared,
+            target,
+            seed,
+            options,
+            sources,
             target_labelled=ClientIndices("target_labelled", target, np.sort(order[:labelled])),
             target_unlabelled=ClientIndices("target_unlabelled", target, np.array([], dtype=np.int64)),
             target_test=ClientIndices("target_test", target, np.sort(order[labelled:])),

@@ -106,13 +106,12 @@ class LeaveOneDomainOut(Partitioner):
             else:
                 sources += domain_clients(domain, np.sort(in_split), arrays.y, options, client_rng)
                 holdout.append(ClientIndices(f"{domain}_out", domain, np.sort(out_split)))
-        return Partition(
-            dataset=prepared.name,
-            target=target,
-            seed=seed,
-            partitioner=self.name,
-            options=dict(options),
-            sources=sources,
+        return self.partition(
+            prepared,
+            target,
+            seed,
+            options,
+            sources,
             target_labelled=ClientIndices("target_labelled", target, np.sort(target_parts["labelled"])),
             target_unlabelled=ClientIndices("target_unlabelled", target, np.sort(target_parts["unlabelled"])),
             target_test=ClientIndices("target_test", target, np.sort(target_parts["test"])),

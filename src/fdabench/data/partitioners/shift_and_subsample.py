@@ -56,13 +56,12 @@ class ShiftAndSubsample(Partitioner):
         if not 1 < size <= len(pool):
             raise ValueError(f"target size {size} must be between 2 and the training pool size {len(pool)}")
         source_size = len(prepared.domains[source_domain].y)
-        return Partition(
-            dataset=prepared.name,
-            target=target,
-            seed=seed,
-            partitioner=self.name,
-            options=dict(options),
-            sources=[ClientIndices(source_domain, source_domain, np.arange(source_size))],
+        return self.partition(
+            prepared,
+            target,
+            seed,
+            options,
+            [ClientIndices(source_domain, source_domain, np.arange(source_size))],
             target_labelled=ClientIndices("target_labelled", "target", np.sort(pool[:size])),
             target_unlabelled=ClientIndices("target_unlabelled", "target", np.sort(pool[size:])),
             target_test=ClientIndices("target_test", "target", np.sort(test)),

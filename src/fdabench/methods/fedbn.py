@@ -1,0 +1,109 @@
+"""FedBN (Li et al., "FedBN: federated learning on non-IID features via local batch normalization", ICLR 2021):
+FedAvg in which every client keeps its BatchNorm layers (their weights and biases, and their running statistics)
+to itself; only the other parameters are averaged and sent.
+
+Here the clients are the sources and the target (with its labelled samples): every round each trains from the
+shared parameters with its own BatchNorm layers (client state), sends the update of the shared entries only
+(Alg. 1 of the paper: the BN entries never leave a client), and the server averages them by sample count (as
+fdabench's FedAvg; `weighting: uniform` as the authors' code). Local layers are found by module type, not by a
+"bn" in the parameter name as in the authors' code. The
+model is evaluated at the target with the target's own BatchNorm layers, which only the target's data ever
+trained: the feature-shift adaptation FedBN is for. Needs a model with BatchNorm layers (`model_options.norm:
+batch` on `mlp` and `digits_cnn`). A source scores its validation split with its own layers (`source_val`: the
+target's layers never leave the target).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from fdabench.federation.client import LocalResult, LocalSettings
+from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.parameters import ParameterSpace, module_entries
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.tensor_math.aggregation import fedavg
+
+#: the layers FedBN keeps local
+LOCAL_LAYERS = (nn.modules.batchnorm._BatchNorm,)
+BUFFER = "buffer."
+
+
+@METHODS.register
+class FedBN(RoundLoopMethod):
+    """FedAvg over the sources and the target with local BatchNorm layers (module docstring)."""
+
+    name = "fedbn"
+    family = "federated"
+    description = (
+        "FedAvg over the sources and the target, each keeping its own BatchNorm layers; evaluated on the target"
+    )
+    keeps_client_state = True
+    hparams_schema = {
+        "weighting": {
+            "enum": ["samples", "uniform"],
+            "description": "the server's weights of the clients' updates: by sample count (fdabench's FedAvg) or "
+            "uniform (the authors' code, med-air/FedBN federated/fed_digits.py: client_weights = 1/client_num)",
+            "default": "samples",
+        }
+    }
+    requires_train = {"model_options": {"norm": "batch"}}
+    requires_because = "FedBN keeps BatchNorm layers local (models mlp and digits_cnn)"
+
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        super().__init__(hparams)
+        self.local: Tensor | None = None  # mask of the BatchNorm entries of the flat parameters
+
+    def prepare_model(self, model: nn.Module, problem: Any) -> nn.Module:
+        self.local = module_entries(ParameterSpace(model), LOCAL_LAYERS)
+        if not bool(self.local.any()):
+            raise ValueError("fedbn: the model has no BatchNorm layers to keep local (model_options.norm: batch)")
+        return model
+
+    def update_bytes(self, space: ParameterSpace) -> int:
+        shared = space.size - int(self.local.sum())
+        return shared * space.parameters[0].element_size()
+
+    def client_state(self, space: ParameterSpace) -> ClientState:
+        state = {"norm": space.get()[self.local]}
+        state.update({f"{BUFFER}{index}": buffer for index, buffer in enumerate(space.get_buffers())})
+        return state
+
+    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan:
+        """The shared entries of `start` with the client's own BatchNorm layers and statistics."""
+        if state is None:
+            return LocalPlan(start)
+        own = start.clone()
+        own[self.local] = state["norm"]
+        buffers = [state[f"{BUFFER}{index}"] for index in range(sum(key.startswith(BUFFER) for key in state))]
+        return LocalPlan(own, buffers=buffers)
+
+    def after_local(
+        self,
+        state: ClientState | None,
+        plan: LocalPlan,
+        result: LocalResult,
+        settings: LocalSettings,
+        buffers: list[Tensor],
+    ) -> LocalReply:
+        """The client keeps its trained BatchNorm entries and statistics; it sends the shared entries' update (the
+        BatchNorm entries zero: they never leave the client)."""
+        trained = plan.start + result.update
+        kept = {"norm": trained[self.local]}
+        kept.update({f"{BUFFER}{index}": buffer for index, buffer in enumerate(buffers)})
+        sent = result.update.clone()
+        sent[self.local] = 0
+        return LocalReply(LocalResult(sent, result.steps, result.samples), kept)
+
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        """Σ_k w_k g_k over the sources and the target, w_k ∝ n_k (FedAvg; the BatchNorm entries stay zero)."""
+        updates = inputs.target_update.unsqueeze(0)
+        counts = torch.tensor([float(inputs.target_count)], device=updates.device)
+        if inputs.source_updates is not None:
+            updates = torch.cat([inputs.source_updates, updates])
+            counts = torch.cat([inputs.source_counts, counts])
+        if self.hparams["weighting"] == "uniform":
+            counts = torch.ones_like(counts)
+        return Aggregate(fedavg(updates, counts))
