@@ -169,3 +169,15 @@ def test_a_plan_without_state_is_the_broadcast_start():
         start = torch.ones(3)
         plan = get_method(name).local_plan(None, start, None)
         assert isinstance(plan, LocalPlan) and plan.start is start and plan.correction is None
+
+
+def test_a_batch_of_one_is_skipped_where_batchnorm_needs_batch_statistics():
+    """Five samples in batches of two: the last batch holds one, which a BatchNorm layer in training mode cannot
+    normalise; it is skipped (2 steps), while the same model without BatchNorm takes all 3."""
+    data = ClientData("a", torch.randn(5, 4), torch.tensor([0, 1, 0, 1, 0]))
+    settings = LocalSettings(0.1, 2, 1, "sgd")
+    for layers, steps in (([nn.BatchNorm1d(3)], 2), ([], 3)):
+        torch.manual_seed(0)
+        space = ParameterSpace(nn.Sequential(nn.Linear(4, 3), *layers, nn.ReLU(), nn.Linear(3, 2)))
+        result = train_locally(space, space.get(), data, settings, nn.functional.cross_entropy, torch.Generator())
+        assert result.steps == steps

@@ -135,7 +135,12 @@ def train_locally(
         anchors = [piece.view_as(p) for piece, p in zip(torch.split(anchor, space.layer_sizes), space.parameters)]
     if correction is not None:
         offsets = [piece.view_as(p) for piece, p in zip(torch.split(correction, space.layer_sizes), space.parameters)]
+    # a BatchNorm layer in training mode cannot normalise one sample: a last batch of one is skipped (a DataLoader's
+    # drop_last for that batch alone); models without such layers, or with frozen ones, train on every batch
+    batch_statistics = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in model.modules())
     for batch in batch_indices(samples, settings.batch_size, settings.epochs, generator, data.x.device):
+        if batch_statistics and batch is not None and len(batch) < 2:
+            continue
         optimizer.zero_grad()
         batch_loss(model, data, batch).backward()
         if correction is not None:
