@@ -49,6 +49,34 @@ def test_the_problem_keeps_its_tensors_on_the_gpu(colored_digits):
     assert problem.target_test.x.is_cuda
 
 
+@pytest.mark.parametrize("method", ["scaffold", "fedbn"])
+def test_client_state_trains_on_the_gpu_and_reruns_bit_for_bit(colored_digits, method):
+    """SCAFFOLD's control variates and FedBN's BatchNorm layers live with the model on the GPU: the cell runs there,
+    reruns bit for bit, and keeps its protocol's bytes on the CPU."""
+    from fdabench.data import get_partitioner
+    from fdabench.federation.settings import TrainSettings
+    from fdabench.methods import get_method
+    from tiny import TINY_TRAIN
+
+    partition = get_partitioner("leave_one_domain_out").split(
+        colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48}
+    )
+    train = {**TINY_TRAIN, "optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05}
+    settings = TrainSettings.from_dict({**train, "model_options": {"hidden": [16], "norm": "batch"}})
+    runs = {
+        device: [
+            get_method(method).run(build_problem(colored_digits, partition, device), settings, 0, torch.device(device))
+            for _ in range(2 if device == "cuda" else 1)
+        ]
+        for device in ("cuda", "cpu")
+    }
+    numbers = lambda history: [(r["accuracy"], r["loss"]) for r in history["rounds"]]
+    first, again = runs["cuda"]
+    assert numbers(first) == numbers(again)
+    assert [r["bytes_uplink"] for r in first["rounds"]] == [r["bytes_uplink"] for r in runs["cpu"][0]["rounds"]]
+    assert abs(first["rounds"][-1]["accuracy"] - runs["cpu"][0]["rounds"][-1]["accuracy"]) < 0.15
+
+
 def _updates(device):
     generator = torch.Generator().manual_seed(0)
     sources = torch.randn(4, 10_000, generator=generator, dtype=torch.float64)
