@@ -26,6 +26,7 @@ class LocalSettings:
     optimizer: str = "adam"
     momentum: float = 0.0
     weight_decay: float = 0.0
+    shuffle: bool = True  # False: every epoch visits the samples in their stored order (`batch_indices`)
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,19 @@ class LocalResult:
 
 def loss_function(task: str) -> Callable[[Tensor, Tensor], Tensor]:
     if task == "classification":
-        return F.cross_entropy
+        return classification_loss
     if task == "regression":
         return squared_error_loss
     raise ValueError(f"unknown task {task!r}")
+
+
+def classification_loss(output: Tensor, target: Tensor) -> Tensor:
+    """Cross-entropy over the classes; for a one-output model (the binary log-odds, e.g. `logistic`) the
+    binary cross-entropy of its sigmoid, as FLamby's Fed-Heart BaselineLoss (torch.nn.BCELoss on the sigmoid),
+    here on the logit for stability (BCELoss clamps log at -100: the same loss below |logit| ~ 36)."""
+    if output.dim() == 2 and output.shape[1] == 1:
+        return F.binary_cross_entropy_with_logits(output[:, 0], target.to(output.dtype))
+    return F.cross_entropy(output, target)
 
 
 def squared_error_loss(prediction: Tensor, target: Tensor) -> Tensor:
@@ -85,17 +95,21 @@ def steps_per_epoch(samples: int, batch_size: int) -> int:
 
 
 def batch_indices(
-    samples: int, batch_size: int, epochs: int, generator: torch.Generator, device
+    samples: int, batch_size: int, epochs: int, generator: torch.Generator, device, shuffle: bool = True
 ) -> Iterator[Tensor | None]:
     """The batches of local training: each epoch visits the samples once in a fresh random order drawn
-    from `generator` (the last batch may be smaller). None stands for the whole data set: a full batch
-    draws no permutation and copies nothing."""
+    from `generator` (the last batch may be smaller); `shuffle=False`: in their stored order every epoch, drawing
+    nothing (a DataLoader with shuffle=False). None stands for the whole data set: a full batch draws no
+    permutation and copies nothing."""
     batch_size = samples if batch_size <= 0 else min(batch_size, samples)
     for _ in range(epochs):
         if batch_size >= samples:
             yield None
             continue
-        order = torch.randperm(samples, generator=generator).to(device)
+        if shuffle:
+            order = torch.randperm(samples, generator=generator).to(device)
+        else:
+            order = torch.arange(samples, device=device)
         for begin in range(0, samples, batch_size):
             yield order[begin : begin + batch_size]
 
@@ -135,10 +149,11 @@ def train_locally(
         anchors = [piece.view_as(p) for piece, p in zip(torch.split(anchor, space.layer_sizes), space.parameters)]
     if correction is not None:
         offsets = [piece.view_as(p) for piece, p in zip(torch.split(correction, space.layer_sizes), space.parameters)]
+    batches = batch_indices(samples, settings.batch_size, settings.epochs, generator, data.x.device, settings.shuffle)
     # a BatchNorm layer in training mode cannot normalise one sample: a last batch of one is skipped (a DataLoader's
     # drop_last for that batch alone); models without such layers, or with frozen ones, train on every batch
     batch_statistics = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training for m in model.modules())
-    for batch in batch_indices(samples, settings.batch_size, settings.epochs, generator, data.x.device):
+    for batch in batches:
         if batch_statistics and batch is not None and len(batch) < 2:
             continue
         optimizer.zero_grad()
@@ -161,7 +176,8 @@ def train_locally(
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 1024) -> dict[str, float]:
     """Mean loss and accuracy (classification; plus ROC-AUC for two classes) or mean squared error
-    (regression) on `data`."""
+    (regression) on `data`. A one-output model's output is the log-odds of class 1: predicted 1 when its
+    probability is above 0.5 (FLamby's Fed-Heart metric), and its AUC ranks by that logit."""
     model.eval()
     loss_fn = loss_function(task)
     total_loss, correct, binary_scores = 0.0, 0, []
@@ -170,7 +186,10 @@ def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 10
         x, y = data.inputs(window), data.labels(window)
         output = model(x)
         total_loss += float(loss_fn(output, y)) * len(y)
-        if task == "classification":
+        if task == "classification" and output.shape[1] == 1:  # binary log-odds (`classification_loss`)
+            correct += int(((output[:, 0] > 0).long() == y).sum())
+            binary_scores.append(output[:, 0])
+        elif task == "classification":
             correct += int((output.argmax(dim=1) == y).sum())
             if output.shape[1] == 2:
                 binary_scores.append(output[:, 1] - output[:, 0])  # log-odds of the positive class

@@ -52,7 +52,13 @@ def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSetting
     common = {"optimizer": settings.optimizer, "momentum": settings.momentum, "weight_decay": settings.weight_decay}
     return (
         LocalSettings(settings.source_lr, settings.source_batch_size, settings.local_epochs, **common),
-        LocalSettings(settings.target_lr, settings.target_batch_size, settings.target_local_epochs, **common),
+        LocalSettings(
+            settings.target_lr,
+            settings.target_batch_size,
+            settings.target_local_epochs,
+            **common,
+            shuffle=settings.target_order != "fixed",
+        ),
     )
 
 

@@ -51,6 +51,12 @@ TRAIN_SCHEMA: dict[str, Any] = {
         "description": "0 = full batch",
         "search": {"choice": [4, 8, 16, 32]},
     },
+    "target_order": {
+        "enum": ["shuffled", "fixed"],
+        "description": "the order of the target's labelled samples in its local epochs: shuffled (unset: a fresh "
+        "seeded order every epoch) or fixed (their stored order every epoch, as a DataLoader with shuffle=False; the "
+        "partition fixes that order, e.g. leave_one_domain_out's target_selection)",
+    },
     "eval_batch_size": {"type": "integer", "minimum": 1, "default": 1024},
     "server_momentum": {
         "type": "number",
@@ -100,7 +106,11 @@ TRAIN_SCHEMA: dict[str, Any] = {
 TRAIN_DEFAULTS: dict[str, Any] = {
     key: copy.deepcopy(spec["default"]) for key, spec in TRAIN_SCHEMA.items() if "default" in spec
 }
-REQUIRED_TRAIN: tuple[str, ...] = tuple(key for key, spec in TRAIN_SCHEMA.items() if "default" not in spec)
+#: settings whose absence means "not set" (their description says what that does): neither defaulted nor required
+OPTIONAL_TRAIN: tuple[str, ...] = ("target_order",)
+REQUIRED_TRAIN: tuple[str, ...] = tuple(
+    key for key, spec in TRAIN_SCHEMA.items() if "default" not in spec and key not in OPTIONAL_TRAIN
+)
 
 
 def with_train_defaults(*layers: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +147,7 @@ class TrainSettings:
     cohort: str
     participation: float
     source_dropout: float
+    target_order: str = "shuffled"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainSettings:

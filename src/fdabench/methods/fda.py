@@ -8,6 +8,32 @@ from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMeth
 from fdabench.tensor_math.aggregation import fedda, fedgp
 
 BETA_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1, "description": "weight of the source term"}
+SOURCE_WEIGHTS = ("samples", "padded_batches")
+SOURCE_WEIGHTS_SCHEMA = {
+    "enum": list(SOURCE_WEIGHTS),
+    "description": "the sources' weights w_i; unset or samples: their sample counts n_i; padded_batches: "
+    "ceil(n_i/bs_S)·bs_S, a source's batch count times the batch size (the FedGP authors' Fed-Heart code: "
+    "len(loader)·BATCH_SIZE, main_flamby_heart.py:312-313)",
+}
+TARGET_STEPS = ("optimizer_steps", "samples_over_batch")
+TARGET_STEPS_SCHEMA = {
+    "enum": list(TARGET_STEPS),
+    "description": "k_T in cosine-scaled FedGP's factor s_i = (lr_T/lr_S)·k_T/k_i; unset or optimizer_steps: the "
+    "target's local optimiser steps, E_T·ceil(n_T/bs_T); samples_over_batch: E_T·n_T/bs_T without the ceil (the "
+    "FedGP authors' Fed-Heart code: n_target_samples/target_batch_size, main_flamby_heart.py:158)",
+}
+
+
+def source_weights(inputs: RoundInputs, how: str | None) -> torch.Tensor:
+    """The sources' aggregation weights (normalised by the rules): their sample counts, or with `padded_batches`
+    ceil(n_i/bs_S)·bs_S (a full batch: n_i)."""
+    if how is None or how == "samples":
+        return inputs.source_counts
+    if how != "padded_batches":
+        raise ValueError(f"unknown source weights {how!r}; allowed: {', '.join(SOURCE_WEIGHTS)}")
+    batch = inputs.settings.source_batch_size
+    counts = inputs.source_counts
+    return counts if batch <= 0 else torch.ceil(counts / batch) * batch
 
 
 @METHODS.register
@@ -18,14 +44,17 @@ class FedDA(RoundLoopMethod):
     family = "fda"
     description = "convex combination of the target update and each source update"
     warmup = True
-    hparams_schema = {"beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}}}
+    hparams_schema = {
+        "beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}},
+        "source_weights": SOURCE_WEIGHTS_SCHEMA,
+    }
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         delta = fedda(
             inputs.target_update,
             inputs.source_updates,
             self.hparams["beta"],
-            inputs.source_counts,
+            source_weights(inputs, self.hparams.get("source_weights")),
             layer_sizes=inputs.layer_sizes,
         )
         return Aggregate(delta)
@@ -59,23 +88,45 @@ def estimation_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
     return torch.ones_like(steps) if factor is None else factor / steps
 
 
-def cosine_scale(inputs: RoundInputs, alignment: str) -> torch.Tensor:
+def cosine_scale(inputs: RoundInputs, alignment: str, target_steps: str | None = None) -> torch.Tensor:
     """The alignment factor of cosine-scaled FedGP, s_i = (lr_T/lr_S) · k_T / k_i with k the local optimiser
     steps ((lr_T/lr_S)·(E_T n_T/bs_T)/(E_S n_i/bs_S) in the published code, weakly-supervised paper Eq. 8);
-    1 for alignment "none"."""
+    1 for alignment "none". `target_steps: samples_over_batch` takes k_T = E_T·n_T/bs_T without the ceil."""
     ratio, steps = _ratio_and_steps(inputs, alignment)
-    return torch.ones_like(steps) if alignment == "none" else ratio * inputs.target_steps / steps
+    if alignment == "none":
+        return torch.ones_like(steps)
+    return ratio * _target_steps(inputs, target_steps) / steps
 
 
-def combine_fedgp(inputs: RoundInputs, betas, mode: str, alignment: str, filtered: bool = True) -> torch.Tensor:
+def _target_steps(inputs: RoundInputs, how: str | None) -> float:
+    """k_T: the target's optimiser steps, or (samples_over_batch) E_T·n_T/bs_T unrounded."""
+    if how is None or how == "optimizer_steps":
+        return inputs.target_steps
+    if how != "samples_over_batch":
+        raise ValueError(f"unknown target steps {how!r}; allowed: {', '.join(TARGET_STEPS)}")
+    settings = inputs.settings
+    batch = settings.target_batch_size if settings.target_batch_size > 0 else inputs.target_count
+    return settings.target_local_epochs * inputs.target_count / batch
+
+
+def combine_fedgp(
+    inputs: RoundInputs,
+    betas,
+    mode: str,
+    alignment: str,
+    filtered: bool = True,
+    weights: str | None = None,
+    target_steps: str | None = None,
+) -> torch.Tensor:
     """FedGP's aggregate for the round in `mode`, with the alignment factor for cosine_scaled (`filtered=False`:
-    the ablation that keeps layers with a negative inner product)."""
-    scale = cosine_scale(inputs, alignment) if mode == "cosine_scaled" else None
+    the ablation that keeps layers with a negative inner product; `weights`: `source_weights`; `target_steps`:
+    k_T of `cosine_scale`)."""
+    scale = cosine_scale(inputs, alignment, target_steps) if mode == "cosine_scaled" else None
     return fedgp(
         inputs.target_update,
         inputs.source_updates,
         betas,
-        inputs.source_counts,
+        source_weights(inputs, weights),
         mode=mode,
         scale=scale,
         layer_sizes=inputs.layer_sizes,
@@ -109,10 +160,20 @@ class FedGP(RoundLoopMethod):
             "paper's 'projection without filtering' ablation)",
             "default": True,
         },
+        "source_weights": SOURCE_WEIGHTS_SCHEMA,
+        "target_steps": TARGET_STEPS_SCHEMA,
     }
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         hparams = self.hparams
         return Aggregate(
-            combine_fedgp(inputs, hparams["beta"], hparams["mode"], hparams["scale_alignment"], hparams["filter"])
+            combine_fedgp(
+                inputs,
+                hparams["beta"],
+                hparams["mode"],
+                hparams["scale_alignment"],
+                hparams["filter"],
+                hparams.get("source_weights"),
+                hparams.get("target_steps"),
+            )
         )

@@ -67,6 +67,18 @@ def mlp(input_shape, num_outputs, hidden: tuple[int, ...] | list[int] = (64,), n
 
 
 @MODELS.register
+def logistic(input_shape, num_outputs) -> nn.Module:
+    """Logistic regression for two classes: one linear layer with one output, the log-odds of class 1, trained
+    with the binary cross-entropy of its sigmoid and predicted positive above probability 0.5
+    (`fdabench.federation.client.loss_function` and `evaluate` on a one-output model): FLamby's Fed-Heart
+    Baseline, Linear(13, 1) + sigmoid under BCELoss, with PyTorch's default initialisation as there. `mlp` with
+    `hidden: []` is the same model class with one output per class under cross-entropy."""
+    if num_outputs != 2:
+        raise ValueError(f"logistic: a binary model needs two classes, not {num_outputs}")
+    return BodyHead(nn.Flatten(), math.prod(input_shape), 1)
+
+
+@MODELS.register
 def sigmoid_mlp(input_shape, num_outputs, hidden: int = 100, init_scale: float = 0.5) -> nn.Module:
     """One hidden sigmoid layer (FedGP appendix B); weights ~ U(-init_scale, init_scale) as published."""
     model = BodyHead(

@@ -61,7 +61,7 @@ _AMAZON = Protocol(
     partition={"target_labelled": 400},
     train=train_block(
         model="mlp",
-        model_options={"hidden": [1000, 500, 100]},
+        model_options={"hidden": [1000, 500, 100], "norm": "none"},
         rounds=8,
         warmup_rounds=2,
         source_lr=1e-4,
@@ -91,6 +91,9 @@ _AMAZON = Protocol(
         "train.model": code("the authors' deleted Amazon model (an MLP)", commit="HEAD", repository=WEAK_CODE),
         "train.model_options.hidden": code(
             "the authors' deleted Amazon model: 1,000 -> 500 -> 100", commit="HEAD", repository=WEAK_CODE
+        ),
+        "train.model_options.norm": inferred(
+            "what is known of the authors' deleted Amazon model names its layer widths and no normalisation layer"
         ),
         "train.rounds": inferred(f"{_NO_DRIVER}: 8 rounds, by which every method has plateaued (round 4-5)"),
         "train.warmup_rounds": inferred(f"{_NO_DRIVER}: the FedGP protocol's 2 FedAvg warm-up rounds"),

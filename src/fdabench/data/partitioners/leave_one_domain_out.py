@@ -28,7 +28,11 @@ class LeaveOneDomainOut(Partitioner):
 
     `holdout_split: seeded` draws the in/out split from the cell's seed (DomainBed); `flamby` fixes it per
     domain as FLamby does (scikit-learn's train_test_split, random_state 43, shuffled, stratified by the
-    label when every class has more than 2 samples), so seeds only change which 'in' samples are labelled."""
+    label when every class has more than 2 samples), so seeds only change which 'in' samples are labelled.
+
+    `target_selection` picks the target's labelled samples. Unset: the first `target_labelled` of a seeded
+    permutation of its 'in' split (a fraction rounded to a count). `split_dataset`: DomainBed's
+    misc.split_dataset as the FedGP authors' Fed-Heart code calls it (`split_dataset_selection`)."""
 
     name = "leave_one_domain_out"
     holds_out_sources = True
@@ -69,6 +73,14 @@ class LeaveOneDomainOut(Partitioner):
             "exclusiveMinimum": 0,
             "description": "Dirichlet β of the clients' sizes within a domain (labels mixed as the domain's)",
         },
+        "target_selection": {
+            "enum": ["split_dataset"],
+            "description": "which 'in' samples of the target are labelled; unset: the first target_labelled of the "
+            "seed's permutation, a fraction rounded to a count; split_dataset: DomainBed's misc.split_dataset (the "
+            "FedGP authors' Fed-Heart code): the 'in' split in stored order, numpy RandomState(seed).shuffle of its "
+            "positions, the first int(fraction x n) (a floor) labelled and kept in that shuffled order (the order "
+            "`train.target_order: fixed` trains them in)",
+        },
         "standardize": {
             "enum": [False, True, "per_domain"],
             "description": "impute missing inputs with the median and scale to zero mean, unit variance, fitted on the "
@@ -101,8 +113,12 @@ class LeaveOneDomainOut(Partitioner):
                 out_split, in_split = order[:out_count], order[out_count:]
             if domain == target:
                 wanted = options.get("target_labelled_overrides", {}).get(target, options["target_labelled"])
-                labelled = fraction_or_count(wanted, len(in_split), "target_labelled")
-                target_parts = {"labelled": in_split[:labelled], "unlabelled": in_split[labelled:], "test": out_split}
+                if options.get("target_selection") == "split_dataset":
+                    labelled, unlabelled = split_dataset_selection(np.sort(in_split), wanted, seed)
+                else:
+                    count = fraction_or_count(wanted, len(in_split), "target_labelled")
+                    labelled, unlabelled = in_split[:count], in_split[count:]
+                target_parts = {"labelled": labelled, "unlabelled": unlabelled, "test": out_split}
             else:
                 sources += domain_clients(domain, np.sort(in_split), arrays.y, options, client_rng)
                 holdout.append(ClientIndices(f"{domain}_out", domain, np.sort(out_split)))
@@ -112,12 +128,35 @@ class LeaveOneDomainOut(Partitioner):
             seed,
             options,
             sources,
-            target_labelled=ClientIndices("target_labelled", target, np.sort(target_parts["labelled"])),
+            target_labelled=ClientIndices(
+                "target_labelled", target, _labelled_order(target_parts["labelled"], options)
+            ),
             target_unlabelled=ClientIndices("target_unlabelled", target, np.sort(target_parts["unlabelled"])),
             target_test=ClientIndices("target_test", target, np.sort(target_parts["test"])),
             holdout=holdout,
             transforms=_standardize_transform(options.get("standardize", False)),
         )
+
+
+def split_dataset_selection(in_split: np.ndarray, wanted: float | int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labelled, unlabelled) 'in' samples as DomainBed's misc.split_dataset(dataset, n, seed) splits them, with
+    the n its Fed-Heart caller passes: n = int(len x fraction), a floor (a count is taken as is); the positions
+    of `in_split` (the caller's stored order) shuffled by numpy's RandomState(seed), the first n labelled in that
+    order (AutoFedGP 9b74449 domainbed/lib/misc.py:147-152; main_flamby_heart.py:260-265)."""
+    total = len(in_split)
+    count = int(wanted) if (isinstance(wanted, int) or wanted > 1) else int(wanted * total)
+    if not 0 < count <= total:
+        raise ValueError(f"target_labelled: {wanted} gives {count} of {total} samples")
+    keys = list(range(total))
+    np.random.RandomState(seed).shuffle(keys)
+    keys = np.asarray(keys, dtype=np.int64)
+    return in_split[keys[:count]], np.sort(in_split[keys[count:]])
+
+
+def _labelled_order(labelled: np.ndarray, options: dict[str, Any]) -> np.ndarray:
+    """The labelled target samples sorted, or in split_dataset's shuffled order (the order a fixed
+    `train.target_order` trains them in)."""
+    return labelled if options.get("target_selection") == "split_dataset" else np.sort(labelled)
 
 
 def domain_clients(
