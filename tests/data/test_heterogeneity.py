@@ -86,3 +86,26 @@ def test_leave_one_domain_out_deals_each_source_domain_over_its_clients(colored_
         partitioner.split(
             colored_digits, "-90", 0, {**base, "clients_per_domain": 2, "label_skew": 1, "quantity_skew": 1}
         )
+
+
+@pytest.mark.parametrize(
+    ("options", "problems"),
+    [
+        ({"clients_per_domain": 3}, []),
+        ({"clients_per_domain": 2, "label_skew": 1.0}, []),
+        ({"clients_per_domain": 2, "quantity_skew": 1.0}, []),
+        (
+            {"clients_per_domain": 3, "label_skew": 1.0, "quantity_skew": 1.0},
+            ["label_skew and quantity_skew exclude each other (label skew already sets the sizes)"],
+        ),
+        ({"label_skew": 1.0}, ["label_skew and quantity_skew deal a domain over clients: set clients_per_domain >= 2"]),
+        (
+            {"quantity_skew": 1.0, "clients_per_domain": 1},
+            ["label_skew and quantity_skew deal a domain over clients: set clients_per_domain >= 2"],
+        ),
+    ],
+)
+def test_options_that_contradict_each_other_are_named(options, problems):
+    from fdabench.data import get_partitioner
+
+    assert get_partitioner("leave_one_domain_out").option_problems(options) == problems

@@ -83,6 +83,8 @@ class Scaffold(RoundLoopMethod):
         settings: LocalSettings,
         buffers: list[Tensor],
     ) -> LocalReply:
+        if plan.correction is None:  # a round without SCAFFOLD's broadcast (a FedAvg warm-up round): c_i stays
+            return LocalReply(result, state)
         control = state["control"]
         server_control = plan.correction + control
         updated = control_update(control, server_control, result.update, result.steps, settings.lr)

@@ -1,0 +1,144 @@
+"""Client state at the sites, call by call: SCAFFOLD's control variates move by option II on every source (and on a
+target that trains with state), the server's c reaches every training client, FedBN's target keeps and evaluates with
+its own BatchNorm layers, each source scores its validation split with its own, and the shared model is left as the
+loop set it. Round-level facts: a warm-up round sends no broadcast; a round with no source answering is the target's
+update alone."""
+
+import time
+
+import pytest
+import torch
+
+from fdabench.federation import rounds
+from fdabench.federation.client import evaluate, loss_function
+from fdabench.federation.client_state import evaluation_view
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.settings import TrainSettings
+from fdabench.federation.sites import LocalSites, TimedSites
+from fdabench.federation.validation import SOURCE_PREFIX, mean_metrics
+from fdabench.methods import get_method
+from fdabench.methods.scaffold import Scaffold, control_update
+from tiny import TINY_TRAIN
+
+SGD = {**TINY_TRAIN, "optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05}
+BATCHNORM = {**SGD, "model_options": {"hidden": [16], "norm": "batch"}}
+
+
+@pytest.fixture(scope="module")
+def problem(digits_problem):
+    return digits_problem("-90")
+
+
+def _sites(method, problem, train):
+    torch.set_num_threads(1)
+    settings = TrainSettings.from_dict(train)
+    model = method.prepare_model(rounds.build_cell_model(problem, settings, 0, torch.device("cpu")), problem)
+    space = ParameterSpace(model)
+    sites = LocalSites(method, problem, space, loss_function(problem.task), 0, "off", torch.device("cpu"), 1024)
+    return sites, space, settings
+
+
+class ScaffoldWithTarget(Scaffold):
+    """SCAFFOLD in which the target trains too (with its own control variate): what a stateful target receives."""
+
+    target_split = "labelled"
+    received: list
+
+    def aggregate(self, inputs):
+        self.received.append(inputs)
+        return super().aggregate(inputs)
+
+
+def test_every_source_moves_its_control_by_option_two_with_the_broadcast_it_got(problem):
+    method = get_method("scaffold")
+    sites, space, settings = _sites(method, problem, SGD)
+    timed = TimedSites(sites, time.perf_counter)  # the bench's hook passes the broadcast on
+    source_local, _ = rounds.local_settings(settings)
+    start = space.get()
+    server = torch.full((space.size,), 0.01)
+    for _ in range(2):
+        before = {name: state["control"].clone() for name, state in sites.states.items()}
+        replies = timed.train_sources(start, source_local, 0, None, server)
+        for name, result, message in zip(sites.source_names, replies.results, replies.messages, strict=True):
+            expected = control_update(before[name], server, result.update, result.steps, source_local.lr)
+            torch.testing.assert_close(sites.states[name]["control"], expected)
+            torch.testing.assert_close(message, expected - before[name])
+    timed.restore_client_states({"x": {"control": torch.zeros(1)}})
+    assert set(sites.states) == {"x"}
+
+
+def test_a_target_that_keeps_state_gets_the_broadcast_and_sends_its_message(problem):
+    method = ScaffoldWithTarget()
+    method.received = []
+    history = method.run(problem, TrainSettings.from_dict({**SGD, "rounds": 2}), 0, torch.device("cpu"))
+    m, sources = history["model_size"], len(history["sources"])
+    for inputs, record in zip(method.received, history["rounds"], strict=True):
+        assert inputs.target_message is not None and inputs.target_message.shape == (m,)
+        assert bool(inputs.target_message.abs().sum() > 0)
+        # θ and c down to every client, update (+ count) and Δc up from every client
+        assert record["bytes_downlink"] == (sources + 1) * 2 * 4 * m
+        assert record["bytes_uplink"] == (sources + 1) * (2 * 4 * m + 8)
+
+
+def test_a_warm_up_round_sends_no_broadcast(problem):
+    class WarmScaffold(Scaffold):
+        warmup = True
+
+    history = WarmScaffold().run(
+        problem, TrainSettings.from_dict({**SGD, "rounds": 1, "warmup_rounds": 1}), 0, torch.device("cpu")
+    )
+    m, sources = history["model_size"], len(history["sources"])
+    warm, fda = history["rounds"]
+    assert (warm["phase"], fda["phase"]) == ("warmup", "fda")
+    assert warm["bytes_downlink"] == sources * 4 * m
+    assert fda["bytes_downlink"] == sources * 2 * 4 * m
+
+
+def test_fedbn_target_trains_and_evaluates_with_its_own_layers_and_leaves_the_shared_model(problem):
+    method = get_method("fedbn")
+    sites, space, settings = _sites(method, problem, BATCHNORM)
+    _, target_local = rounds.local_settings(settings)
+    initial = {name: {key: value.clone() for key, value in state.items()} for name, state in sites.states.items()}
+    assert sites.target_name in sites.states
+    inputs = rounds.RoundInputs(0, space.get(), space.layer_sizes, settings, space.layer_names)
+    reply = sites.train_target(inputs, inputs.global_params, target_local)
+    own = sites.states[sites.target_name]
+    assert reply.state is own and not torch.equal(own["norm"], initial[sites.target_name]["norm"])
+    assert reply.result.update[method.local].abs().sum() == 0  # its layers never leave it
+    # a second round starts from its own layers: the first round's trained values, not the global ones
+    sites.train_target(inputs, inputs.global_params, target_local)
+    assert not torch.equal(sites.states[sites.target_name]["norm"], own["norm"])
+
+    sites.train_sources(inputs.global_params, rounds.local_settings(settings)[0])
+    params, buffers = space.get(), space.get_buffers()
+    metrics = sites.evaluate(params, buffers)
+    assert torch.equal(space.get(), params)  # the shared model is left as the loop set it
+    assert all(torch.equal(a, b) for a, b in zip(space.get_buffers(), buffers, strict=True))
+
+    def scored_as(state, split):
+        view, own_buffers = evaluation_view(method, space, state, params)
+        space.set(view)
+        space.set_buffers(own_buffers)
+        return evaluate(space.model, split, problem.task)
+
+    target = scored_as(sites.states[sites.target_name], problem.target_test)
+    assert metrics["accuracy"] == target["accuracy"] and metrics["loss"] == pytest.approx(target["loss"], abs=0)
+    assert problem.source_validation, "the fixture's partition holds source samples out"
+    per_source = [
+        scored_as(sites.states[source.name], split)
+        for source, split in zip(problem.sources, problem.source_validation, strict=True)
+    ]
+    assert metrics[SOURCE_PREFIX + "loss"] == pytest.approx(mean_metrics(per_source)["loss"], abs=0)
+    with_target_layers = [scored_as(sites.states[sites.target_name], split) for split in problem.source_validation]
+    assert metrics[SOURCE_PREFIX + "loss"] != mean_metrics(with_target_layers)["loss"]
+
+
+def test_a_round_no_source_answers_is_the_targets_update_alone(problem):
+    """Every source drops out (source_dropout 1): each FDA round steps by the target's update alone, as FedDA with
+    β = 0 does with every source answering (the target draws its batches from the same stream in both)."""
+    silent = get_method("fedda").run(
+        problem, TrainSettings.from_dict({**TINY_TRAIN, "source_dropout": 1.0}), 0, torch.device("cpu")
+    )
+    alone = get_method("fedda", {"beta": 0.0}).run(problem, TrainSettings.from_dict(TINY_TRAIN), 0, torch.device("cpu"))
+    assert [r["accuracy"] for r in silent["rounds"]] == [r["accuracy"] for r in alone["rounds"]]
+    assert [r["loss"] for r in silent["rounds"]] == [r["loss"] for r in alone["rounds"]]
