@@ -185,8 +185,9 @@ _NIID_BENCH_LABELS = (
 )
 _NIID_BENCH_DRAW = (
     "the code draws each party's k - 1 random classes once, at its train seed 8 (Python's random module); fdabench "
-    "draws them with the cell's seed, so each seed is another draw of the same scheme (a class no party draws is "
-    "held by none, as in the code)"
+    "draws them with the cell's seed, so each seed is another draw of the same scheme; a draw in which no party "
+    "holds some class is drawn again, since the code raises on it (np.array_split(idx_k, 0), noniid_utils.py:386-388 "
+    "at ed2f39e: no published run can have had one)"
 )
 _CIFAR_DATA_SOURCES = {
     **_NOISE_DATA_SOURCES,

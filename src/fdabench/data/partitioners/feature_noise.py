@@ -46,6 +46,10 @@ def _split_clients(
     return [np.sort(np.concatenate(p)) for p in parts]  # every client holds >= 1 class, so p is never empty
 
 
+#: how many times a niid_bench deal is drawn before a partition that leaves a class unheld is refused
+NIID_BENCH_REDRAWS = 1000
+
+
 def _class_holders(
     classes: np.ndarray, clients: int, per_client: int, assignment: str, rng: np.random.Generator
 ) -> dict[int, list[int]]:
@@ -53,15 +57,23 @@ def _class_holders(
     permutation, are dealt around the cycle in windows of `per_client`, so the holders of any two classes
     differ in number by at most one. "niid_bench" (NIID-Bench's noniid-#label<k>, as the FedGP code partitions
     its label-subset sources): client i holds class i mod K and `per_client` - 1 other classes drawn uniformly
-    without replacement; a class no client drew is held by none, and its samples go to no client."""
-    holders: dict[int, list[int]] = {int(c): [] for c in classes}
+    without replacement; a deal that leaves some class with no holder is drawn again from the same stream (the
+    FedGP code raises on such a deal, so no published run had one), at most `NIID_BENCH_REDRAWS` times."""
     if assignment == "niid_bench":
-        for client in range(clients):
-            own = classes[client % len(classes)]
-            others = rng.choice(classes[classes != own], size=per_client - 1, replace=False)
-            for label in [int(own), *others.tolist()]:
-                holders[label].append(client)
-        return holders
+        for _ in range(NIID_BENCH_REDRAWS):
+            holders: dict[int, list[int]] = {int(c): [] for c in classes}
+            for client in range(clients):
+                own = classes[client % len(classes)]
+                others = rng.choice(classes[classes != own], size=per_client - 1, replace=False)
+                for label in [int(own), *others.tolist()]:
+                    holders[label].append(client)
+            if all(holders.values()):
+                return holders
+        raise ValueError(
+            f"{clients} clients with {per_client} classes each left some class unheld in {NIID_BENCH_REDRAWS} deals: "
+            "use more clients or more classes per client"
+        )
+    holders = {int(c): [] for c in classes}
     if assignment != "cyclic":
         raise ValueError(f"unknown label assignment {assignment!r}; use cyclic or niid_bench")
     shuffled = rng.permutation(classes)
