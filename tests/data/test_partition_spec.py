@@ -315,7 +315,11 @@ def test_niid_bench_redraws_a_deal_that_leaves_a_class_unheld_and_keeps_every_ot
             redrawn += 1
     assert 5 <= redrawn <= 30  # about 10% of 3-label deals over 9 sources leave class 9 unheld
     labels = np.arange(40) % 4
-    with pytest.raises(ValueError, match="left some class unheld in 1000 deals"):
+    with pytest.raises(
+        ValueError,
+        match="^2 clients with 1 classes each left some class unheld in 1000 deals: use more clients or more classes "
+        "per client$",
+    ):
         _split_clients(labels, 2, "label1", np.random.default_rng(0), "niid_bench")
     every = _split_clients(labels, 3, "label4", np.random.default_rng(0), "niid_bench")
     # every client holds all 4 classes; each class of 10 is split 4, 3, 3 in client order

@@ -116,7 +116,7 @@ def test_fedbn_target_trains_and_evaluates_with_its_own_layers_and_leaves_the_sh
     assert all(torch.equal(a, b) for a, b in zip(space.get_buffers(), buffers, strict=True))
 
     def scored_as(state, split):
-        view, own_buffers = evaluation_view(method, space, state, params)
+        view, own_buffers = evaluation_view(method, state, params)
         space.set(view)
         space.set_buffers(own_buffers)
         return evaluate(space.model, split, problem.task)
@@ -142,3 +142,46 @@ def test_a_round_no_source_answers_is_the_targets_update_alone(problem):
     alone = get_method("fedda", {"beta": 0.0}).run(problem, TrainSettings.from_dict(TINY_TRAIN), 0, torch.device("cpu"))
     assert [r["accuracy"] for r in silent["rounds"]] == [r["accuracy"] for r in alone["rounds"]]
     assert [r["loss"] for r in silent["rounds"]] == [r["loss"] for r in alone["rounds"]]
+
+
+def test_a_targets_correction_is_applied_to_its_training(problem):
+    """The server's c reaches a stateful target's local steps: another c, another update."""
+    updates = []
+    for level in (0.0, 0.5):
+        method = ScaffoldWithTarget()
+        sites, space, settings = _sites(method, problem, SGD)
+        _, target_local = rounds.local_settings(settings)
+        inputs = rounds.RoundInputs(0, space.get(), space.layer_sizes, settings, space.layer_names)
+        inputs.broadcast = torch.full((space.size,), level)
+        updates.append(sites.train_target(inputs, inputs.global_params, target_local).result.update)
+    assert not torch.allclose(updates[0], updates[1])
+
+
+def test_each_client_draws_its_batches_from_its_own_stream():
+    from fdabench.federation.sites import client_generator
+
+    draws = [torch.randperm(50, generator=client_generator(0, index)).tolist() for index in range(3)]
+    assert len({tuple(d) for d in draws}) == 3
+    assert torch.randperm(50, generator=client_generator(0, 1)).tolist() == draws[1]
+
+
+def test_cohorts_and_the_timing_hook_answer_for_the_sources_asked(problem):
+    """With cohorts on, a round that asks one source trains that one and says so; the bench's timing hook passes
+    the round and the sources asked on (the simulated dropout reads the round's own stream)."""
+    method = get_method("source_only")
+    settings = TrainSettings.from_dict(TINY_TRAIN)
+    model = rounds.build_cell_model(problem, settings, 0, torch.device("cpu"))
+    space = ParameterSpace(model)
+    loss = loss_function(problem.task)
+    cohort = LocalSites(method, problem, space, loss, 0, "on", torch.device("cpu"), 1024)
+    assert cohort.cohort
+    source_local, _ = rounds.local_settings(settings)
+    replies = TimedSites(cohort, time.perf_counter).train_sources(space.get(), source_local, 0, [1])
+    assert replies.present == [1] and len(replies.results) == 1
+    dropping = [
+        LocalSites(method, problem, space, loss, 0, "off", torch.device("cpu"), 1024, dropout=0.5) for _ in range(2)
+    ]
+    direct = [dropping[0].train_sources(space.get(), source_local, r, None).present for r in range(6)]
+    timed = TimedSites(dropping[1], time.perf_counter)
+    assert [timed.train_sources(space.get(), source_local, r, None).present for r in range(6)] == direct
+    assert len({tuple(p or ()) for p in direct}) > 1  # the rounds drop different sources

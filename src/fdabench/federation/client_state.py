@@ -94,7 +94,7 @@ def train_with_state(
 
 
 def evaluation_view(
-    method: StatefulRules, space: ParameterSpace, state: ClientState | None, params: Tensor
+    method: StatefulRules, state: ClientState | None, params: Tensor
 ) -> tuple[Tensor, list[Tensor] | None]:
     """The parameters (and buffers) a client evaluates the global `params` with: its own local view where the method
     keeps client state (FedBN: its normalisation layers), else `params` and the global buffers (None)."""

@@ -285,7 +285,7 @@ class LocalSites:
         }
 
         def score_as_owner(data: ClientData) -> dict[str, float]:
-            view, own_buffers = evaluation_view(self.method, self.space, owner.get(id(data), target_state), params)
+            view, own_buffers = evaluation_view(self.method, owner.get(id(data), target_state), params)
             self.space.set(view)
             self.space.set_buffers(buffers if own_buffers is None else own_buffers)
             return score(data)

@@ -137,7 +137,7 @@ class Site:
             splits["validation"] = self.data.validation
         if not splits:
             raise ValueError(f"{self.data.name} holds no validation split: it has nothing to evaluate on")
-        view, own_buffers = evaluation_view(self.method, self.space, self.state, params)
+        view, own_buffers = evaluation_view(self.method, self.state, params)
         self.space.set(view)
         self._set_buffers(buffers if own_buffers is None else own_buffers)
         task, batch_size = self.problem.task, self.settings.eval_batch_size
