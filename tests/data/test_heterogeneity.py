@@ -109,3 +109,26 @@ def test_options_that_contradict_each_other_are_named(options, problems):
     from fdabench.data import get_partitioner
 
     assert get_partitioner("leave_one_domain_out").option_problems(options) == problems
+
+
+def test_split_dataset_selection_counts_as_the_fed_heart_code():
+    """int(fraction x n) (a floor), a count taken as is (an int, or a float above 1), and a count that leaves no
+    labelled sample or more than there are refused with the numbers."""
+    from fdabench.data.partitioners.leave_one_domain_out import split_dataset_selection
+
+    pool = np.arange(100, 299)  # 199 samples, Cleveland's training rows
+    assert [len(split_dataset_selection(pool, wanted, 0)[0]) for wanted in (0.2, 1.0, 5, 2.0, 1, 199)] == [
+        39,
+        199,
+        5,
+        2,
+        1,
+        199,
+    ]
+    keys = list(range(199))
+    np.random.RandomState(3).shuffle(keys)
+    labelled, unlabelled = split_dataset_selection(pool, 0.2, 3)
+    assert labelled.tolist() == pool[keys[:39]].tolist() and unlabelled.tolist() == sorted(pool[keys[39:]].tolist())
+    for wanted, count in ((0.001, 0), (200, 200), (0, 0)):
+        with pytest.raises(ValueError, match=f"^target_labelled: {wanted} gives {count} of 199 samples$"):
+            split_dataset_selection(pool, wanted, 0)
