@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor
 
@@ -51,6 +52,9 @@ class StatefulRules:
     """The client-side hooks of a method (`methods.base.RoundLoopMethod` implements them; the defaults keep no
     state, so every method without client state trains exactly as before)."""
 
+    #: whether clients keep state between rounds (`client_state`); such clients train one by one, never in cohorts
+    keeps_client_state: ClassVar[bool] = False
+
     def client_state(self, space: ParameterSpace) -> ClientState | None:
         """A client's state before its first round, from the freshly built model in `space` (its initial parameters
         and buffers; every client's model starts from the same seeded initialisation); None: the method keeps none."""
@@ -85,7 +89,10 @@ def train_with_state(
 ) -> LocalReply:
     """One client's local training under its method's client-side rule (the module docstring); `train(plan)` trains
     from `plan.start` with `plan.correction` (the caller's `train_locally` call, with its data and streams). `state`
-    is the client's (`initial_states` made it before the first round)."""
+    is the client's (made by `client_state` before the first round). A method without client state trains from
+    `start` as it is and keeps nothing."""
+    if not method.keeps_client_state:
+        return LocalReply(train(LocalPlan(start)), None)
     plan = method.local_plan(state, start, broadcast)
     if plan.buffers is not None:
         space.set_buffers(plan.buffers)

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
-from fdabench.federation.client_state import ClientState, LocalPlan, evaluation_view, train_with_state
+from fdabench.federation.client_state import ClientState, evaluation_view, train_with_state
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.participation import dropped_sources
@@ -123,8 +123,6 @@ def train_target(
         proximal=method.local_proximal(),
         correction=plan.correction,
     )
-    if not method.keeps_client_state:
-        return TargetRound(train(LocalPlan(start)), statistics, space.get_buffers())
     reply = train_with_state(method, space, state, start, inputs.broadcast, settings, train)
     return TargetRound(reply.result, statistics, space.get_buffers(), reply.message, reply.state)
 
@@ -153,8 +151,6 @@ def train_source(
         proximal=method.local_proximal(),
         correction=plan.correction,
     )
-    if not method.keeps_client_state:
-        return train(LocalPlan(start)), None, None
     reply = train_with_state(method, space, state, start, broadcast, settings, train)
     return reply.result, reply.state, reply.message
 

@@ -132,8 +132,6 @@ class RoundLoopMethod(StatefulRules, Method):
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
     target_receives_source_updates: ClassVar[bool] = False
-    #: whether clients keep state between rounds (`client_state`); such clients train one by one, never in cohorts
-    keeps_client_state: ClassVar[bool] = False
     resumes = True
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):
