@@ -452,7 +452,7 @@ def test_feature_noise_targets_are_named_by_their_noise(target):
 
 # --- label shift ----------------------------------------------------------------------------------------
 
-SHIFT_LABELS = {"clients": 3, "minority_classes": [3], "target_labelled": 0.5}
+SHIFT_LABELS = {"clients": 3, "minority_classes": [3], "target_labelled": 0.5, "deal": "pooled"}
 
 
 def test_label_shift_seed_0_is_pinned():
@@ -490,6 +490,44 @@ def test_label_shift_is_deterministic_per_seed_and_names_its_targets():
         assert partitioner.validate_target(source, good, {}) is None
     assert partitioner.target_names(source, {}) == ["eta0.45", "eta0.3", "eta0.15", "eta0.1", "eta0.05", "eta0"]
 
+
+CODE_DEAL = {"clients": 4, "minority_classes": [3], "target_labelled": 0.15, "deal": "per_class"}
+
+
+def test_label_shift_per_class_deal_floors_each_class_and_splits_it_evenly_over_the_sources():
+    # 4 classes of 10 samples (labels i % 4 of 40); η = 0.35: the minority class 3 gives floor(3.5) = 3 samples to the
+    # sources (round would give 4), every other class floor(3.5) = 3 to the target; each class's source share is
+    # split 3 ways by np.array_split (7 -> 3, 2, 2; 3 -> 1, 1, 1); the target holds 7 + 3 x 3 = 16 and labels
+    # floor(0.15 x 16) = 2 (round would give 2.4 -> 2; 0.3 x 16 = 4.8 -> 4, not 5)
+    prepared = tiny({"train": 40}, classes=4)
+    labels = prepared.domains["train"].y
+    partition = get_partitioner("label_shift").split(prepared, "eta0.35", 0, CODE_DEAL)
+    per_source = [np.bincount(labels[c.indices], minlength=4).tolist() for c in partition.sources]
+    assert per_source == [[3, 3, 3, 1], [2, 2, 2, 1], [2, 2, 2, 1]]
+    target = np.concatenate([partition.target_labelled.indices, partition.target_test.indices])
+    assert np.bincount(labels[target], minlength=4).tolist() == [3, 3, 3, 7]
+    assert len(partition.target_labelled.indices) == 2
+    wider = get_partitioner("label_shift").split(prepared, "eta0.35", 0, {**CODE_DEAL, "target_labelled": 0.3})
+    assert len(wider.target_labelled.indices) == 4
+    everything = np.concatenate([idx for _, c in partition.splits() for idx in [c.indices]])
+    assert sorted(everything.tolist()) == list(range(40))
+    assert_int64(partition)
+
+
+def test_label_shift_per_class_deal_gives_every_source_the_same_class_mix_and_pooled_does_not():
+    prepared = tiny({"train": 900}, classes=10)
+    labels = prepared.domains["train"].y
+    options = {"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15}
+    for deal, even in (("per_class", True), ("pooled", False)):
+        partition = get_partitioner("label_shift").split(prepared, "eta0.3", 3, {**options, "deal": deal})
+        counts = np.array([np.bincount(labels[c.indices], minlength=10) for c in partition.sources])
+        assert (counts.max(axis=0) - counts.min(axis=0) <= 1).all() == even, deal
+    # η = 0: the sources hold no minority sample and the target nothing else (Table 13's last column)
+    none = get_partitioner("label_shift").split(prepared, "eta0", 0, {**options, "deal": "per_class"})
+    source_labels = labels[np.concatenate([c.indices for c in none.sources])]
+    target_labels = labels[np.concatenate([none.target_labelled.indices, none.target_test.indices])]
+    assert not np.isin(source_labels, [8, 6, 9]).any() and np.isin(target_labels, [8, 6, 9]).all()
+    assert get_partitioner("label_shift").default_options["deal"] == "per_class"
 
 # --- targets, defaults and option merging ---------------------------------------------------------------
 

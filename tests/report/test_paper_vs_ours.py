@@ -169,6 +169,11 @@ KNOBS = [
     ("fed_heart", "fedda", ("partition", "holdout_split"), "seeded"),
     ("fed_heart", "fedda", ("partition", "standardize"), False),
     ("fed_heart", "fedda", ("train", "target_order"), "shuffled"),
+    # Table 13: the code's class-by-class deal, and its Oracle on 90% of the target's partition
+    ("fmnist_label_shift", "fedgp_cosine", ("partition", "deal"), "pooled"),
+    ("fmnist_label_shift", "fedgp_cosine", ("partition", "target_labelled"), 0.1),
+    ("fmnist_label_shift_oracle", "oracle", ("partition", "target_labelled"), 0.15),
+    ("fmnist_label_shift_oracle", "oracle", ("train", "target_batch_size"), 16),
 ]
 
 

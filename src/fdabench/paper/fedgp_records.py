@@ -87,6 +87,25 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
     }
 
 
+
+def _label_shift_rows() -> dict[str, Row]:
+    """Table 13's rows: main_noniid*.py's as for the noise tables (auto rules at the experiment's target batch 16),
+    and the Oracle as oracle_noniid.py deals the target's partition (trains on 90%, tests on the first 10%)."""
+    rows = _noniid_rows(0.1, None, fmnist=True, decay_line="main_noniid_auto_beta.py:508-510 (lr x 0.1)")
+    rows["oracle"] = replace(
+        rows["oracle"],
+        partition={"target_labelled": 0.9},
+        provenance={
+            **rows["oracle"].provenance,
+            "partition.target_labelled": code(
+                "oracle_noniid.py:367-370 (randperm: trains on randperm[int(0.1 n):], tests on randperm[:int(0.1 n)] "
+                "of the target's partition); scripts/noniid_exp/run_oracle.sh:10 (--partition imbalance-class-η; its "
+                "oracle.py is oracle_noniid.py, renamed in 9b74449)"
+            ),
+        },
+    )
+    return rows
+
 # run_finetune_offline.sh (9b74449) runs every column twice; the tables print one Finetune_Offline row
 _FINETUNE_LAYERS = inferred(
     "scripts/noniid_exp/run_finetune_offline.sh runs each column twice, fine-tuning every layer and, with --freeze "
@@ -345,19 +364,30 @@ PROTOCOLS: dict[str, Protocol] = {
         dataset="fashion_mnist",
         dataset_options={},
         partitioner="label_shift",
-        partition={"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15},
+        partition={"clients": 10, "minority_classes": [8, 6, 9], "target_labelled": 0.15, "deal": "per_class"},
         train=_FMNIST_TRAIN,
-        rows=_noniid_rows(0.1, None, fmnist=True, decay_line="main_noniid_auto_beta.py:508-510 (lr x 0.1)"),
+        rows=_label_shift_rows(),
         provenance={
-            "dataset": code("scripts/noniid_exp/run_fedgp_0.5.sh:9 (--dataset fmnist)"),
+            "dataset": code("scripts/noniid_exp/run_fedgp_0.5.sh:10 (--dataset fmnist)"),
             "dataset_options": code("noniid_utils.py:62-77 (the standard 60,000/10,000 split, no options)"),
             "partitioner": code("noniid_utils.py:395-449 (imbalance-class-η)"),
-            "partition.clients": code("scripts/noniid_exp/run_fedgp_0.5.sh:9 (--n_parties 10)"),
-            "partition.minority_classes": code("noniid_utils.py:395-449 (classes 8, 6, 9)"),
-            "partition.target_labelled": code("main_noniid.py:408-411 (15% of the target's partition)"),
+            "partition.clients": code("scripts/noniid_exp/run_fedgp_0.5.sh:10 (--n_parties 10)"),
+            "partition.minority_classes": code("noniid_utils.py:414-415 (cls_1 = [8, 6, 9])"),
+            "partition.target_labelled": code(
+                "main_noniid.py:411-413 (int(len(train_ds) * 0.15) of the target's partition; the rest is its test)"
+            ),
+            "partition.deal": code(
+                "noniid_utils.py:420-447 (class by class: np.random.shuffle, the first int(n_c * η) of a class in "
+                "cls_1 to the sources and of a class in cls_2 to the target, np.array_split(share, n_parties - 1))"
+            ),
             **_FMNIST_TRAIN_SOURCES,
         },
-        notes=_NOISE_NOTES[:1] + _NOISE_NOTES[2:],
+        notes=(
+            "sources train on full batches of 64 only (drop_last: up to 63 samples per source per epoch left out), "
+            "fdabench on every sample; the cosine factor counts n_T/bs_T target steps, fdabench the ceil(n_T/bs_T) "
+            "it takes",
+            _NOISE_NOTES[2].replace("train seed 8", "train seed 8 per η"),
+        ),
     ),
     "cifar10_noise": Protocol(
         citation="FedGP paper Table 12 (CIFAR-10); scripts/noniid_exp (--source_lr 0.005 --target_lr 0.0025); auto lr "
