@@ -509,6 +509,10 @@ def test_label_shift_per_class_deal_floors_each_class_and_splits_it_evenly_over_
     assert len(partition.target_labelled.indices) == 2
     wider = get_partitioner("label_shift").split(prepared, "eta0.35", 0, {**CODE_DEAL, "target_labelled": 0.3})
     assert len(wider.target_labelled.indices) == 4
+    one = get_partitioner("label_shift").split(prepared, "eta0.35", 0, {**CODE_DEAL, "target_labelled": 0.07})
+    assert len(one.target_labelled.indices) == 1  # floor(1.12)
+    with pytest.raises(ValueError, match=r"^target_labelled = 0.05 selects 0 of 16 samples; need at least 1$"):
+        get_partitioner("label_shift").split(prepared, "eta0.35", 0, {**CODE_DEAL, "target_labelled": 0.05})
     everything = np.concatenate([idx for _, c in partition.splits() for idx in [c.indices]])
     assert sorted(everything.tolist()) == list(range(40))
     assert_int64(partition)
