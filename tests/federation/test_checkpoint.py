@@ -178,3 +178,48 @@ def test_every_method_resumes():
     from fdabench.methods import METHODS
 
     assert all(cls.resumes for _, cls in METHODS.items())
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams", "stop_after"),
+    [
+        ("ditto", {}, 4),  # the target's personal model: its client state
+        ("apfl", {}, 4),
+        ("fedrep", {}, 4),  # every client's head
+        ("knn_per", {}, 4),
+        ("finetune_offline", {"finetune_epochs": 3}, 6),  # in the FedAvg rounds
+        ("finetune_offline", {"finetune_epochs": 4, "head_only": True}, 10),  # fine-tuning: the frozen features saved
+    ],
+)
+def test_personalised_and_fine_tuning_rounds_resume_with_their_client_state(
+    problem, tmp_path, name, hparams, stop_after
+):
+    """Round-loop methods whose clients keep a personal model, a head or frozen features resume bit for bit, with the
+    target's feature noise redrawn at every read (its generator saved with the clients' streams)."""
+
+    def noisy():
+        shared = torch.Generator().manual_seed(7)
+        target = {
+            split: dataclasses.replace(getattr(problem, split), noise_std=0.5, generator=shared)
+            for split in ("target_labelled", "target_unlabelled", "target_test")
+        }
+        return dataclasses.replace(problem, **target)
+
+    def run(checkpoints=None, interrupt=False):
+        seen = []
+
+        def on_round(record, _total):
+            seen.append(record["round"])
+            if interrupt and record["round"] == stop_after:
+                raise Interrupted
+
+        history = get_method(name, hparams).run(noisy(), LONG, 0, torch.device("cpu"), on_round, checkpoints)
+        return history, seen
+
+    reference, _ = run()
+    checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
+    with pytest.raises(Interrupted):
+        run(checkpoints, interrupt=True)
+    resumed, seen = run(checkpoints)
+    assert seen[0] == stop_after  # the rounds before came from the checkpoint written after round stop_after - 1
+    assert _without_seconds(resumed["rounds"]) == _without_seconds(reference["rounds"])

@@ -13,8 +13,9 @@ from fdabench.federation import rounds
 from fdabench.federation.client import evaluate, loss_function
 from fdabench.federation.client_state import evaluation_view
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
-from fdabench.federation.sites import LocalSites, TimedSites
+from fdabench.federation.sites import LocalSites, TimedSites, train_source
 from fdabench.federation.validation import SOURCE_PREFIX, mean_metrics
 from fdabench.methods import get_method
 from fdabench.methods.scaffold import Scaffold, control_update
@@ -185,3 +186,47 @@ def test_cohorts_and_the_timing_hook_answer_for_the_sources_asked(problem):
     timed = TimedSites(dropping[1], time.perf_counter)
     assert [timed.train_sources(space.get(), source_local, r, None).present for r in range(6)] == direct
     assert len({tuple(p or ()) for p in direct}) > 1  # the rounds drop different sources
+
+
+def test_ditto_keeps_its_personal_model_at_the_target_and_reports_it_beside_the_global_model(problem):
+    """Only the target keeps state (`state_clients`): its personal model moves in its round while the update it sends
+    is the global copy's; the record is the personal model's metric and loss with the global model's beside them."""
+    method = get_method("ditto")
+    sites, space, settings = _sites(method, problem, TINY_TRAIN)
+    assert set(sites.states) == {sites.target_name}
+    source_local, target_local = rounds.local_settings(settings)
+    start = space.get()
+    inputs = RoundInputs(0, start, space.layer_sizes, settings, space.layer_names)
+    reply = sites.train_target(inputs, start, target_local)
+    personal = sites.states[sites.target_name]["personal"]
+    assert not torch.equal(personal, start) and not torch.equal(personal, start + reply.result.update)
+    params = start + reply.result.update
+    space.set(params)
+    metrics = sites.evaluate(params, [])
+    assert metrics["global_loss"] == evaluate(space.model, problem.target_test, problem.task)["loss"]
+    space.set(personal)
+    assert metrics["loss"] == evaluate(space.model, problem.target_test, problem.task)["loss"]
+    assert torch.equal(space.get(), personal) and "auc" not in metrics  # the record keeps the metric and loss only
+    space.set(params)
+    sites.evaluate(params, [])
+    assert torch.equal(space.get(), params)  # evaluation leaves the shared model as the loop set it
+
+
+def test_fedrep_heads_trained_together_equal_each_clients_own_round(problem):
+    """In process the sources' heads train together (`local_rounds`); over Flower each site trains its own
+    (`local_round`): the same heads and updates, to float rounding."""
+    method = get_method("fedrep")
+    sites, space, settings = _sites(method, problem, TINY_TRAIN)
+    source_local, _ = rounds.local_settings(settings)
+    start = space.get()
+    together = sites.train_sources(start, source_local)
+    heads = [sites.states[name]["head"] for name in sites.source_names]
+    alone, _, _ = _sites(method, problem, TINY_TRAIN)
+    for index, name in enumerate(alone.source_names):
+        data, generator = alone.sources[index], alone.generators[index]
+        result, state, _ = train_source(
+            method, space, data, start, source_local, alone.loss_fn, generator, alone.states[name]
+        )
+        torch.testing.assert_close(state["head"], heads[index], rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(result.update, together.results[index].update, rtol=1e-5, atol=1e-7)
+        assert not result.update[method.body_size :].any()  # the head never leaves its client

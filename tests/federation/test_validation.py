@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from fdabench.data import get_partitioner
+from fdabench.federation import client_state as client_state_module
 from fdabench.federation import sites as sites_module
 from fdabench.federation.problem import build_problem, target_validation_positions
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.validation import mean_metrics
 from fdabench.methods import get_method
-from fdabench.methods import personalised as personalised_module
 from tiny import TINY_TRAIN
 
 MARK = 1e6  # an input value no real sample has
@@ -61,7 +61,7 @@ def _marked(problem):
 def test_no_method_trains_on_the_target_validation_samples(colored_digits, partition, monkeypatch, method):
     problem = _marked(build_problem(colored_digits, partition, "cpu", {"target_holdout": 12}))
     trained = []
-    for module in (sites_module, personalised_module):
+    for module in (sites_module, client_state_module):  # plain local training, and a method's own rounds
         original = module.train_locally
 
         def spy(space, start, data, *args, _original=original, **kwargs):

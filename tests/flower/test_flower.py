@@ -3,16 +3,21 @@ on Flower's simulation engine and on a real deployment on this machine (a SuperL
 site, each reading only its own file). Sites that drop out follow the dropout policy; bad updates are rejected."""
 
 import json
+import os
 import re
 import shutil
+import subprocess
 
 import pytest
 import torch
+import yaml
 
 flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
 
 from fdabench.cell.lookup import cell_inputs  # noqa: E402
 from fdabench.cell.setup import load_problem  # noqa: E402
+from fdabench.config import load_params  # noqa: E402
+from fdabench.core import paths  # noqa: E402
 from fdabench.federation.problem import ClientData  # noqa: E402
 from fdabench.federation.settings import TrainSettings  # noqa: E402
 from fdabench.flower import deploy, simulation, transport  # noqa: E402
@@ -21,21 +26,43 @@ from fdabench.flower.messages import RejectedReply, check_update  # noqa: E402
 from fdabench.flower.site_files import load_site, read_manifest  # noqa: E402
 from fdabench.flower.transport import SiteFailure  # noqa: E402
 from fdabench.methods import get_method  # noqa: E402
+from workflows import workflow_environment  # noqa: E402
 
 EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
+#: the round-loop methods each Flower-equivalence test runs (every registered one, `test_every_round_loop_method_...`)
+SIMULATED = ["fedgp", "fedgp_auto", "fdann", "fwdgrl", "oracle"]
+CLIENT_STATE_AND_PLAIN = [
+    "scaffold",
+    "fedbn",
+    "ditto",
+    "fedrep",
+    "apfl",
+    "knn_per",
+    "finetune_offline",
+    "source_only",
+    "target_only",
+    "warmup_target_only",
+    "fedda",
+    "fedda_auto",
+    "fedgp_auto_threshold",
+    "fedprox",
+    "fedavg_finetune",
+    "gp",
+]
+WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
 
 
-def _problem(params, method):
-    cell = params.cell(EXPERIMENT, method, TARGET, SEED)
-    problem, _ = load_problem(cell.config, *cell_inputs(params, EXPERIMENT, TARGET, SEED), torch.device("cpu"))
+def _problem(params, method, experiment=EXPERIMENT, target=TARGET):
+    cell = params.cell(experiment, method, target, SEED)
+    problem, _ = load_problem(cell.config, *cell_inputs(params, experiment, target, SEED), torch.device("cpu"))
     return cell, problem
 
 
-def _in_process(params, method):
+def _in_process(params, method, experiment=EXPERIMENT, target=TARGET):
     """The cell's rounds in this process (one thread, as the Flower runs), and every update the server received."""
     torch.set_num_threads(1)
-    cell, problem = _problem(params, method)
+    cell, problem = _problem(params, method, experiment, target)
     received = []
     from fdabench.federation import rounds
 
@@ -88,15 +115,15 @@ def _assert_same_rounds(history, expected):
 
 @pytest.fixture(scope="module")
 def exported(tiny_inputs, tmp_path_factory):
-    """The tiny suite's fedgp and fedgp_auto cells as site files (fedgp_auto added to the suite for this test)."""
+    """The tiny suite's SIMULATED cells as site files (all but fedgp added to the suite for this test; fdann and fwdgrl
+    train the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
+    must report the samples its method's `target_split` trains on)."""
     root, params = tiny_inputs
     folders = {}
-    import os
-
     here = os.getcwd()
     os.chdir(root)
     try:
-        for method in ("fedgp", "fedgp_auto"):
+        for method in SIMULATED:
             folder = tmp_path_factory.mktemp(method)
             simulation.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
             folders[method] = folder
@@ -109,7 +136,7 @@ def _with_auto(params):
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["source_only", "fedgp", "fedgp_auto"]
+    raw["suites"]["tiny"]["methods"] = ["source_only", *SIMULATED]
     raw["suites"]["tiny"]["train"]["target_batch_size"] = 4  # several target steps: auto-weighting's estimates
     return validate_params(raw)
 
@@ -157,13 +184,14 @@ def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkey
     assert {"source_only", "fedda", "fedgp", "fedda_auto", "fedgp_auto", "fedgp_auto_threshold"} <= set(
         simulation.flower_methods()
     )
-    assert not {"ditto", "kd3a", "dadil_e", "finetune_offline"} & set(simulation.flower_methods())
+    assert {"ditto", "fedrep", "apfl", "knn_per", "finetune_offline"} <= set(simulation.flower_methods())
+    assert not {"kd3a", "dadil_e"} & set(simulation.flower_methods())
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["ditto"]
-    with pytest.raises(ValueError, match=r"ditto \(ditto\) is not a round-loop method.*through Flower: .*fedgp"):
-        simulation.export_cell(validate_params(raw), EXPERIMENT, "ditto", TARGET, SEED, tmp_path)
+    raw["suites"]["tiny"]["methods"] = ["kd3a"]
+    with pytest.raises(ValueError, match=r"kd3a \(kd3a\) is not a round-loop method.*through Flower: .*fedgp"):
+        simulation.export_cell(validate_params(raw), EXPERIMENT, "kd3a", TARGET, SEED, tmp_path)
 
 
 def test_error_replies_read_as_one_line():
@@ -215,7 +243,7 @@ def _received_updates(monkeypatch):
     return received
 
 
-@pytest.mark.parametrize("method", ["fedgp", "fedgp_auto"])
+@pytest.mark.parametrize("method", SIMULATED)
 def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tmp_path):
     root, params, folders = exported
     monkeypatch.chdir(root)
@@ -235,30 +263,90 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
         assert record["flower_events"] == []
 
 
-def _with_client_state(params):
-    """The tiny suite with SCAFFOLD and FedBN (plain SGD; a model with BatchNorm layers)."""
+def _with_client_state(params, method):
+    """The tiny suite with `method`: SCAFFOLD and FedBN with plain SGD and a model with BatchNorm layers."""
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["scaffold", "fedbn"]
-    train = raw["suites"]["tiny"].setdefault("train", {})
-    train.update({"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05})
-    train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
+    raw["suites"]["tiny"]["methods"] = [method]
+    if method in ("scaffold", "fedbn"):
+        train = raw["suites"]["tiny"].setdefault("train", {})
+        train.update({"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05})
+        train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
     return validate_params(raw)
 
 
-@pytest.mark.parametrize("method", ["scaffold", "fedbn"])
+def test_every_round_loop_method_has_a_flower_equivalence_case():
+    from fdabench.methods import METHODS
+    from fdabench.methods.base import RoundLoopMethod
+
+    loop_methods = {name for name in METHODS.names() if issubclass(METHODS.get(name), RoundLoopMethod)}
+    covered = [*SIMULATED, *CLIENT_STATE_AND_PLAIN, *WITH_AUXILIARY_LABELS]
+    assert len(covered) == len(set(covered)) and set(covered) == loop_methods, loop_methods ^ set(covered)
+
+
+@pytest.mark.parametrize("method", CLIENT_STATE_AND_PLAIN)
 def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
-    """SCAFFOLD's control variates and FedBN's BatchNorm layers live in each site's node state between rounds: the
-    simulation's records (metrics, bytes with c and Δc_i, FedBN's shared entries only) equal the in-process loop's."""
+    """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads and
+    Finetune_Offline's frozen features live in each site's node state between rounds: the simulation's records
+    (metrics, bytes with c and Δc_i, the shared entries only, the fine-tuning epochs' none) equal the in-process loop's.
+    A personalised method's predictor never leaves the target: over Flower no source scores it (no `source_val_*`)."""
     root, params = tiny_inputs
-    params = _with_client_state(params)
+    params = _with_client_state(params, method)
     monkeypatch.chdir(root)
     simulation.export_cell(params, EXPERIMENT, method, TARGET, SEED, tmp_path / "sites")
     expected, _ = _in_process(params, method)
     history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
+    if get_method(method).personalised:
+        assert not [key for record in history["rounds"] for key in record if key.startswith("source_val_")]
+        kept = lambda record: {key: value for key, value in record.items() if not key.startswith("source_val_")}
+        expected = {**expected, "rounds": [kept(record) for record in expected["rounds"]]}
     _assert_same_rounds(history, expected)
     assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
+
+
+@pytest.fixture(scope="module")
+def heart_inputs(tmp_path_factory, repo_root):
+    """A Fed-Heart suite with sex and age decade as auxiliary labels (the weakly-supervised methods' data), its
+    partition built by the workflow from the mirror (skipped without one)."""
+    if not os.environ.get("FDABENCH_DATA_MIRROR"):
+        pytest.skip("no dataset mirror: set FDABENCH_DATA_MIRROR (Fed-Heart's raw files)")
+    root = tmp_path_factory.mktemp("heart_flower")
+    shutil.copy(repo_root / "Snakefile", root / "Snakefile")
+    shutil.copytree(repo_root / "workflow", root / "workflow")
+    suite = {
+        "seeds": [SEED],
+        "methods": WITH_AUXILIARY_LABELS,
+        "train": {"model": "mlp", "model_options": {"hidden": [16]}, "rounds": 3, "target_batch_size": 8},
+        "experiments": {
+            "weak": {"dataset": "fed_heart", "dataset_options": {"auxiliary": ["sex", "age_decade"]}, "targets": ["va"]}
+        },
+        "tables": {"weak": {"experiments": ["weak"]}},
+    }
+    (root / "params.yaml").write_text(yaml.safe_dump({"suite": "heart", "device": "cpu", "suites": {"heart": suite}}))
+    partition = paths.fill(paths.PARTITION, data="data", suite="heart", experiment="weak", target="va", seed=SEED)
+    result = subprocess.run(
+        ["snakemake", "--cores", "1", partition],
+        cwd=root,
+        env=workflow_environment(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, load_params(root / "params.yaml")
+
+
+@pytest.mark.parametrize("method", WITH_AUXILIARY_LABELS)
+def test_auxiliary_heads_over_flower_equal_the_in_process_loop(heart_inputs, method, monkeypatch, tmp_path):
+    """The weakly-supervised methods with auxiliary heads: each source's auxiliary labels travel in its site file and
+    train its heads there; the records equal the in-process loop's."""
+    root, params = heart_inputs
+    monkeypatch.chdir(root)
+    simulation.export_cell(params, "weak", method, "va", SEED, tmp_path / "sites")
+    expected, _ = _in_process(params, method, "weak", "va")
+    history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
+    _assert_same_rounds(history, expected)
 
 
 def test_dropout_policies(exported, monkeypatch, tmp_path):

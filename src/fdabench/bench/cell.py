@@ -39,8 +39,10 @@ def clock(device: torch.device) -> float:
 
 def round_samples(problem, settings: TrainSettings, phase: str) -> int:
     """Training samples a round processes: every source's epochs over its samples, and in FDA rounds the target's
-    over its labelled samples."""
+    over its labelled samples; in a fine-tuning round one epoch of the target's alone."""
     source, target = local_settings(settings)
+    if phase == "finetune":
+        return len(problem.target_labelled)
     samples = sum(source.epochs * len(client) for client in problem.sources)
     if phase != "warmup":
         samples += target.epochs * len(problem.target_labelled)

@@ -10,18 +10,29 @@ so a method's client-side rule is written once:
     plan  = method.local_plan(state, θ, broadcast)          # where to start, a gradient offset, own buffers
     result = local training from plan.start (with plan.correction added to every step's gradient)
     reply = method.after_local(state, plan, result, settings, buffers)   # new state, the update to send, a message
+
+A method whose clients train otherwise than once from a plan writes their whole round instead (`local_round`, handed a
+`LocalClient`: the model, the client's samples, settings, loss and batch stream): Ditto trains the global copy and then
+the target's personal model with a proximal pull to θ, FedRep a client's head and then the shared body, APFL the global
+copy and the personal model on the same batches, Finetune_Offline the target's fine-tuning epoch. `state_clients` says
+whether every client keeps state or only the target (Ditto's and APFL's personal models: a source's would influence no
+reported number). At evaluation a client scores its own view of the global model (`evaluation_view`); a `personalised`
+method's cell reports the target's personalised predictor (its view, or `personal_metrics`: kNN-Per's interpolation with
+its stored features) and the global model beside it (`personalised_record`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
-from fdabench.federation.client import LocalResult, LocalSettings
+from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.problem import ClientData
 
 #: a client's state: named tensors (the same names every round; saved in checkpoints and in a Flower site's state)
 ClientState = dict[str, Tensor]
@@ -48,12 +59,40 @@ class LocalReply:
     message: Tensor | None = None
 
 
+@dataclass
+class LocalClient:
+    """What a client trains with in one round, for a method that writes its clients' whole round (`local_round`): the
+    model it trains in (`space`: the loop's shared model in process, the site's own over Flower; it holds the start θ),
+    its samples, its local settings and loss, its batch-order stream, and its `role` ("source" or "target")."""
+
+    space: ParameterSpace
+    data: ClientData
+    settings: LocalSettings
+    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    generator: torch.Generator
+    role: str
+
+    def train(self, start: Tensor, space: ParameterSpace | None = None, **options: Any) -> LocalResult:
+        """`train_locally` of this client from `start` in `space` (default: the whole model), drawing its batches from
+        the client's stream; `options`: `settings` or `data` in place of the client's (e.g. features of its samples),
+        and `train_locally`'s (e.g. `proximal`)."""
+        settings, data = options.pop("settings", self.settings), options.pop("data", self.data)
+        return train_locally(space or self.space, start, data, settings, self.loss_fn, self.generator, **options)
+
+
 class StatefulRules:
     """The client-side hooks of a method (`methods.base.RoundLoopMethod` implements them; the defaults keep no
     state, so every method without client state trains exactly as before)."""
 
     #: whether clients keep state between rounds (`client_state`); such clients train one by one, never in cohorts
     keeps_client_state: ClassVar[bool] = False
+    #: which clients keep state: "all" (SCAFFOLD, FedBN, FedRep) or only the "target" (Ditto's and APFL's personal
+    #: model, Finetune_Offline's frozen features)
+    state_clients: ClassVar[str] = "all"
+    #: whether the cell reports the target's personalised predictor (`evaluation_view`, or `personal_metrics`) on the
+    #: target's test split (its metric and loss) and on every validation split, and the global model beside it
+    #: (`global_<metric>`, `global_loss`): Ditto, FedRep, APFL, kNN-Per
+    personalised: ClassVar[bool] = False
 
     def client_state(self, space: ParameterSpace) -> ClientState | None:
         """A client's state before its first round, from the freshly built model in `space` (its initial parameters
@@ -76,6 +115,45 @@ class StatefulRules:
         buffers: list[Tensor],
     ) -> LocalReply:
         return LocalReply(result, state)
+
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        """A client's whole local training in a round, from the global `start` (the update it sends, its new state,
+        a message), where the method trains otherwise than once from `local_plan` (module docstring); None: the
+        plan's training (`train_with_state`), with the method's observer, batch losses and proximal term."""
+        return None
+
+    def local_rounds(
+        self,
+        clients: list[LocalClient],
+        states: list[ClientState | None],
+        start: Tensor,
+        broadcast: Tensor | None,
+    ) -> list[LocalReply] | None:
+        """The rounds of several clients in one process (`LocalSites`' sources, models without buffers), where the
+        method vectorises part of them across the clients, as a cohort (FedRep's heads); each reply is what the
+        client's own `local_round` computes, to float rounding (over Flower every site trains alone). None: each
+        client's `local_round`, or its plan."""
+        return None
+
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+        """The parameters (and buffers) a client holding `state` evaluates the global `params` with; default: its
+        `local_plan` without a broadcast (FedBN: its normalisation layers)."""
+        return self.local_plan(state, params, None)
+
+    def personal_metrics(
+        self, model: torch.nn.Module, data: ClientData, task: str, batch_size: int, own: ClientData
+    ) -> dict[str, float] | None:
+        """A `personalised` method's predictor on `data`, where it is not the model at the client's view (kNN-Per:
+        the model, at the view, interpolated with a kNN over the features of the client's `own` training samples);
+        None: `evaluate` of the model."""
+        return None
+
+
+def holds_state(method: StatefulRules, role: str) -> bool:
+    """Whether a client of `role` ("source" or "target") keeps state under `method` (`state_clients`)."""
+    return method.keeps_client_state and (method.state_clients == "all" or role == "target")
 
 
 def train_with_state(
@@ -107,8 +185,43 @@ def evaluation_view(
     keeps client state (FedBN: its normalisation layers), else `params` and the global buffers (None)."""
     if state is None:
         return params, None
-    plan = method.local_plan(state, params, None)
+    plan = method.evaluation_plan(state, params)
     return plan.start, plan.buffers
+
+
+def personal_scorer(
+    method: StatefulRules,
+    space: ParameterSpace,
+    state: ClientState | None,
+    params: Tensor,
+    buffers: list[Tensor],
+    task: str,
+    batch_size: int,
+    own: ClientData,
+) -> Callable[[ClientData], dict[str, float]]:
+    """A client's personalised predictor (its `evaluation_view` of the global `params` and `buffers`, or the method's
+    `personal_metrics`) as a function that scores a split; it leaves the model at the view."""
+
+    def score(data: ClientData) -> dict[str, float]:
+        view, own_buffers = evaluation_view(method, state, params)
+        space.set(view)
+        if space.buffers:
+            space.set_buffers(buffers if own_buffers is None else own_buffers)
+        metrics = method.personal_metrics(space.model, data, task, batch_size, own)
+        return evaluate(space.model, data, task, batch_size) if metrics is None else metrics
+
+    return score
+
+
+def personalised_record(metric: str, personal: dict[str, float], global_: dict[str, float]) -> dict[str, float]:
+    """The target's test entries of a `personalised` method's record: its personalised predictor's metric and loss,
+    and the global model's (`global_<metric>`, `global_loss`)."""
+    return {
+        metric: personal[metric],
+        "loss": personal["loss"],
+        f"global_{metric}": global_[metric],
+        "global_loss": global_["loss"],
+    }
 
 
 def state_bytes(state: ClientState | None) -> int:

@@ -3,10 +3,13 @@
 Per round, from global parameters θ: each source trains locally and sends g_i = θ_i − θ; the target
 trains on its labelled samples and sends g_T; the server adds the method's aggregate Δ to θ (with server
 momentum μ > 0: v ← μ v + Δ, θ ← θ + server_lr · v, as the synthetic theory check's published code); the
-model is evaluated on the target's test split. Methods with `warmup` first run FedAvg rounds over the sources.
-Only updates and sample counts cross a client boundary, and the bytes they take are counted. A method that keeps
-state on its clients (`federation.client_state`: SCAFFOLD, FedBN) adds its broadcast and its clients' messages to
-that count; the state itself stays on the clients (and in the loop's checkpoints).
+model is evaluated on the target's test split. The rounds come in the method's `phases`: methods with `warmup` first
+run FedAvg rounds over the sources; Finetune_Offline ends with the target's local fine-tuning epochs (a "local" phase:
+nothing crosses, no byte is counted). Only updates and sample counts cross a client boundary, and the bytes they take
+are counted. A method that keeps state on its clients (`federation.client_state`: SCAFFOLD, FedBN, the personalised
+methods' personal models and heads) adds its broadcast and its clients' messages to that count; the state itself stays
+on the clients (and in the loop's checkpoints). A personalised method's record reports the target's personalised
+predictor and the global model beside it (`client_state.personalised_record`).
 
 Buffers (e.g. BatchNorm statistics) are not updates and are never projected or weighted by β: the
 global buffers become the target's after a round in which the target trained (the model is evaluated on
@@ -28,9 +31,10 @@ from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
-from fdabench.federation.rule_interface import Aggregate, RoundInputs, RoundRules
+from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, RoundRules
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, Sites
+from fdabench.federation.validation import SOURCE_PREFIX, TARGET_PREFIX
 from fdabench.models import build_model
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -63,10 +67,26 @@ def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSetting
 
 
 def round_budget(method: RoundRules, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
-    """(warm-up rounds, all rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them and a
-    problem with sources to average, then `settings.rounds`."""
+    """(warm-up rounds, warm-up and FDA rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them
+    and a problem with sources to average, then `settings.rounds`."""
     warmup_rounds = settings.warmup_rounds if (method.warmup and has_sources) else 0
     return warmup_rounds, warmup_rounds + settings.rounds
+
+
+def default_phases(method: RoundRules, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+    """The warm-up rounds (FedAvg over the sources; `round_budget`), then the FDA rounds under the method's rule (the
+    sources train unless `sources_train_after_warmup` is False)."""
+    warmup_rounds, rounds = round_budget(method, settings, has_sources)
+    return [
+        Phase("warmup", warmup_rounds, sources=True, target=False, step="fedavg"),
+        Phase("fda", rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
+    ]
+
+
+def local_record(metrics: dict[str, Any], metric: str) -> dict[str, Any]:
+    """A "local" round's target entries: the metric, the loss and the validation metrics."""
+    kept = (metric, "loss")
+    return {k: v for k, v in metrics.items() if k in kept or k.startswith((SOURCE_PREFIX, TARGET_PREFIX))}
 
 
 def run_rounds(
@@ -114,7 +134,8 @@ def run_rounds(
         clients = sites_hook(clients)
     source_names, source_counts = clients.source_names, clients.source_counts
     fda_settings = method.fda_settings(settings)
-    warmup_rounds, total_rounds = round_budget(method, settings, bool(source_names))
+    schedule = [phase for phase in method.phases(settings, bool(source_names)) for _ in range(phase.rounds)]
+    total_rounds = len(schedule)
     velocity = None  # server momentum buffer
     generators = clients.random_streams()
     records: list[dict[str, Any]] = []
@@ -130,10 +151,11 @@ def run_rounds(
     update_bytes = method.update_bytes(space)
     for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
-        phase = "warmup" if round_index < warmup_rounds else "fda"
-        in_force = settings if phase == "warmup" else fda_settings
+        phase = schedule[round_index]
+        in_force = fda_settings if phase.step == "rule" else settings
         source_local, target_local = local_settings(in_force)
-        broadcast = method.broadcast() if phase == "fda" else None
+        counted = phase.step != "local"  # a local round's training sends nothing
+        broadcast = method.broadcast() if phase.step == "rule" else None
         broadcast_bytes = 0 if broadcast is None else broadcast.numel() * broadcast.element_size()
         inputs = RoundInputs(
             round_index,
@@ -150,7 +172,7 @@ def run_rounds(
         participation: dict[str, Any] = {}  # who was asked and who answered, where not every source always is
         silent = False  # the sources were asked and none answered
 
-        if source_names and (phase == "warmup" or method.sources_train_after_warmup):
+        if source_names and phase.sources:
             asked = asked_sources(len(source_names), settings.participation, seed, round_index)
             replies = clients.train_sources(global_params, source_local, round_index, asked, broadcast)
             buffer_states = replies.buffers
@@ -174,7 +196,7 @@ def run_rounds(
                     "answered": [source_names[index] for index in answered],
                 }
 
-        target_trains = clients.has_target and phase == "fda"
+        target_trains = clients.has_target and phase.target
         if target_trains:
             reply = clients.train_target(inputs, method.target_start(inputs), target_local)
             target_buffers = reply.buffers
@@ -182,21 +204,26 @@ def run_rounds(
             inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
             inputs.target_statistics = reply.statistics
             inputs.target_message = reply.message
-            downlink += update_bytes + broadcast_bytes
-            uplink += update_bytes + COUNT_BYTES
-            if reply.message is not None:
+            if counted:
+                downlink += update_bytes + broadcast_bytes
+                uplink += update_bytes + COUNT_BYTES
+            if counted and reply.message is not None:
                 uplink += reply.message.numel() * reply.message.element_size()
             if method.target_receives_source_updates and inputs.source_updates is not None:
                 downlink += len(inputs.source_updates) * update_bytes
 
-        if silent:  # no source answered: the target's update alone, or no step in a source-only round
+        # no source answered (the target's update alone, or no step in a source-only round), or the target trained
+        # alone in a local round
+        if silent or phase.step == "local":
             aggregate = Aggregate(inputs.target_update if target_trains else torch.zeros_like(global_params))
-        elif phase == "warmup":
+        elif phase.step == "fedavg":
             aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
         else:
             aggregate = method.aggregate(inputs)
             uplink += aggregate.message_bytes
-        if settings.server_momentum:
+        if phase.step == "local":  # θ becomes the target's model, without a server step
+            global_params = global_params + aggregate.delta
+        elif settings.server_momentum:
             velocity = (
                 aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
             )
@@ -208,7 +235,11 @@ def run_rounds(
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, round_counts))
 
         metrics = clients.evaluate(global_params, space.get_buffers())
-        record = round_record(round_index, phase, metrics, uplink, downlink, started, **participation, **aggregate.log)
+        if phase.step == "local":
+            metrics = local_record(metrics, metric)
+        record = round_record(
+            round_index, phase.name, metrics, uplink, downlink, started, **participation, **aggregate.log
+        )
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):
             checkpoints.save(

@@ -62,6 +62,23 @@ class Aggregate:
     message_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class Phase:
+    """A run of rounds of one kind, in the order a method's `phases` lists them; `name` is each round's recorded
+    phase. Who trains: the sources (`sources`, where the cell has sources that train) and the target (`target`, where
+    the method's `target_split` gives it data). The server's `step`: "fedavg" (FedAvg over the sources' updates: the
+    warm-up), "rule" (the method's `aggregate`, with the server's momentum and learning rate), or "local" (the target
+    trains alone on its copy of the model: θ becomes its model, nothing crosses a client boundary and no byte is
+    counted; the loop brings the model back only to evaluate it, as every round; the record keeps the target's metric
+    and loss, as Finetune_Offline's epochs always have)."""
+
+    name: str
+    rounds: int
+    sources: bool = True
+    target: bool = True
+    step: str = "rule"
+
+
 class RoundRules(Protocol):
     """What the round loop asks of a method (see `methods.base.RoundLoopMethod` for the meaning of each; the
     client-side hooks: `federation.client_state`)."""
@@ -73,12 +90,18 @@ class RoundRules(Protocol):
     warmup: bool
     target_receives_source_updates: bool
     keeps_client_state: bool
+    state_clients: str
+    personalised: bool
+
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]: ...
 
     def fda_settings(self, settings: TrainSettings) -> TrainSettings: ...
 
     def prepare_model(self, model: torch.nn.Module, problem: FederatedProblem) -> torch.nn.Module: ...
 
     def source_batch_loss(self, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Callable | None: ...
+
+    def target_batch_loss(self, context: TargetContext) -> Callable | None: ...
 
     def target_start(self, inputs: RoundInputs) -> Tensor: ...
 
@@ -99,6 +122,16 @@ class RoundRules(Protocol):
     def after_local(
         self, state: ClientState | None, plan: LocalPlan, result: Any, settings: Any, buffers: Any
     ) -> LocalReply: ...
+
+    def local_round(
+        self, client: Any, state: ClientState | None, start: Tensor, broadcast: Any
+    ) -> LocalReply | None: ...
+
+    def local_rounds(self, clients: list, states: list, start: Tensor, broadcast: Any) -> list[LocalReply] | None: ...
+
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan: ...
+
+    def personal_metrics(self, model: Any, data: Any, task: str, batch_size: int, own: Any) -> dict | None: ...
 
     def round_state(self) -> dict[str, Any]: ...
 

@@ -3,14 +3,15 @@ and what comes back (Algorithm 1 of the FedGP paper).
 
 The round loop (`federation.rounds`) holds the global parameters, the method's aggregation rule and the records;
 `Sites` does everything that touches a client's data: the sources' local training, the target's local training
-(with the method's observer, e.g. auto-weighting's estimates from the forwarded source updates) and the
-evaluation on the target's test split. `LocalSites` runs them in this process; `fdabench.flower` sends them as
-messages to sites that each hold only their own data, so both run the same loop."""
+(with the method's observer, e.g. auto-weighting's estimates from the forwarded source updates; or the method's own
+`local_round`, e.g. Ditto's personal model) and the evaluation on the target's test split (the target's personalised
+predictor beside the global model, for a `personalised` method). `LocalSites` runs them in this process;
+`fdabench.flower` sends them as messages to sites that each hold only their own data, so both run the same loop."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -18,11 +19,21 @@ from torch import Tensor
 
 from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
-from fdabench.federation.client_state import ClientState, evaluation_view, train_with_state
+from fdabench.federation.client_state import (
+    ClientState,
+    LocalClient,
+    StatefulRules,
+    evaluation_view,
+    holds_state,
+    personal_scorer,
+    personalised_record,
+    train_with_state,
+)
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.participation import dropped_sources
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
+from fdabench.federation.records import primary_metric
 from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
 from fdabench.federation.validation import validation_metrics
 
@@ -34,11 +45,15 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
 
 def target_training_data(split: str | None, labelled: ClientData, unlabelled: ClientData) -> ClientData | None:
     """What the target trains on under a method's `target_split`: its labelled samples, labelled and unlabelled
-    together with their labels (the oracle, `FederatedProblem.target_all`), or nothing."""
+    together with their labels (the oracle, `FederatedProblem.target_all`), the inputs of both without any label
+    (`unlabelled`: every label -1 and no auxiliary label, so no loss can read one), or nothing."""
     if split == "labelled":
         return labelled
     if split == "all":
         return concatenate("target_all", [labelled, unlabelled])
+    if split == "unlabelled":
+        inputs = concatenate("target_inputs", [labelled, unlabelled])
+        return replace(inputs, y=torch.full_like(inputs.y, -1), aux={})
     return None
 
 
@@ -108,10 +123,12 @@ def train_target(
     state: ClientState | None = None,
 ) -> TargetRound:
     """The target's local training in an FDA round, wherever the target is: from `start`, with the method's
-    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`) and its
-    client-side rule (`train_with_state`, where the method keeps client state)."""
+    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`), its batch
+    loss (`target_batch_loss`; None: the task loss on its labels) and its client-side rule (`train_with_state`,
+    where the method keeps client state)."""
     space.set(start)
-    observer, statistics = method.target_observer(TargetContext(inputs, space, data, loss_fn, seed))
+    context = TargetContext(inputs, space, data, loss_fn, seed)
+    observer, statistics = method.target_observer(context)
     train = lambda plan: train_locally(
         space,
         plan.start,
@@ -120,6 +137,7 @@ def train_target(
         loss_fn,
         generator,
         on_step=observer,
+        batch_loss=method.target_batch_loss(context),
         proximal=method.local_proximal(),
         correction=plan.correction,
     )
@@ -139,7 +157,12 @@ def train_source(
     broadcast: Tensor | None = None,
 ) -> tuple[LocalResult, ClientState | None, Tensor | None]:
     """One source's local training from the global `start`, wherever the source is, under its method's client-side
-    rule: (what it sends, its state after the round, its extra message)."""
+    rule (its own `local_round`, where it has one for the source): (what it sends, its state after the round, its
+    extra message)."""
+    space.set(start)
+    own = method.local_round(LocalClient(space, data, settings, loss_fn, generator, "source"), state, start, broadcast)
+    if own is not None:
+        return own.result, own.state, own.message
     train = lambda plan: train_locally(
         space,
         plan.start,
@@ -153,6 +176,28 @@ def train_source(
     )
     reply = train_with_state(method, space, state, start, broadcast, settings, train)
     return reply.result, reply.state, reply.message
+
+
+def train_target_round(
+    method: RoundRules,
+    space: ParameterSpace,
+    data: ClientData,
+    inputs: RoundInputs,
+    start: Tensor,
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generator: torch.Generator,
+    seed: int,
+    state: ClientState | None = None,
+) -> TargetRound:
+    """The target's local training in a round, wherever the target is: the method's own `local_round` where it has
+    one for the target (Ditto's global copy and personal model, Finetune_Offline's epoch), else `train_target`."""
+    space.set(start)
+    client = LocalClient(space, data, settings, loss_fn, generator, "target")
+    own = method.local_round(client, state, start, inputs.broadcast)
+    if own is None:
+        return train_target(method, space, data, inputs, start, settings, loss_fn, generator, seed, state)
+    return TargetRound(own.result, None, space.get_buffers(), own.message, own.state)
 
 
 class LocalSites:
@@ -189,6 +234,7 @@ class LocalSites:
             method.source_batch_loss(loss_fn) is None
             and method.local_proximal() is None
             and not method.keeps_client_state
+            and type(method).local_round is StatefulRules.local_round  # no round of its own
             and use_cohort(cohort, device, space.model, self.sources)
         )
         #: vectorised cohorts a source round trains (0: the sources train one by one)
@@ -197,9 +243,11 @@ class LocalSites:
         #: made from the freshly built model before the first round
         self.target_name = problem.target_labelled.name
         self.states: dict[str, ClientState] = {}
-        if method.keeps_client_state:
-            names = [*self.source_names, *([self.target_name] if self.has_target else [])]
-            self.states = {name: method.client_state(space) for name in names}
+        roles = [*((name, "source") for name in self.source_names), *([(self.target_name, "target")] * self.has_target)]
+        for name, role in roles:
+            state = method.client_state(space) if holds_state(method, role) else None
+            if state is not None:
+                self.states[name] = state
 
     def train_sources(
         self,
@@ -223,21 +271,33 @@ class LocalSites:
             results = train_grouped(self.space, start, sources, settings, self.loss_fn, generators)
             return SourceRound(results, present=present)
         replies = SourceRound([], present=present)
+        together = None  # the sources' rounds, trained together where the method vectorises them (FedRep's heads)
+        if training and not self.space.buffers:
+            clients = [
+                LocalClient(self.space, self.sources[i], settings, self.loss_fn, self.generators[i], "source")
+                for i in training
+            ]
+            states = [self.states.get(self.sources[i].name) for i in training]
+            together = self.method.local_rounds(clients, states, start, broadcast)
         shared = self.space.get_buffers()  # every source starts from the global buffers, as a site does
-        for index in training:
+        for position, index in enumerate(training):
             data = self.sources[index]
             self.space.set_buffers(shared)
-            result, state, message = train_source(
-                self.method,
-                self.space,
-                data,
-                start,
-                settings,
-                self.loss_fn,
-                self.generators[index],
-                self.states.get(data.name),
-                broadcast,
-            )
+            if together is not None:
+                own = together[position]
+                result, state, message = own.result, own.state, own.message
+            else:
+                result, state, message = train_source(
+                    self.method,
+                    self.space,
+                    data,
+                    start,
+                    settings,
+                    self.loss_fn,
+                    self.generators[index],
+                    self.states.get(data.name),
+                    broadcast,
+                )
             replies.results.append(result)
             if state is not None:
                 self.states[data.name] = state
@@ -249,7 +309,7 @@ class LocalSites:
         return replies
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
-        reply = train_target(
+        reply = train_target_round(
             self.method,
             self.space,
             self.target,
@@ -270,8 +330,28 @@ class LocalSites:
         model (shared) already holds `params` and `buffers`. Where the method keeps client state, each client scores
         its own view of the model (`evaluation_view`: FedBN's normalisation layers): the target its test and
         validation splits, each source its held-out samples, as their sites do over Flower; the shared model is
-        left at `params` and `buffers`."""
+        left at `params` and `buffers`. A `personalised` method's target reports its personalised predictor and the
+        global model beside it (`personalised_record`); its predictor scores every validation split here (over Flower
+        only the target's: it never leaves the target)."""
         score = lambda data: evaluate(self.space.model, data, self.problem.task, self.eval_batch_size)
+        if self.method.personalised:
+            problem = self.problem
+            global_metrics = score(problem.target_test)
+            personal = personal_scorer(
+                self.method,
+                self.space,
+                self.states.get(self.target_name),
+                params,
+                buffers,
+                problem.task,
+                self.eval_batch_size,
+                problem.target_labelled,
+            )
+            test = personalised_record(primary_metric(problem.task), personal(problem.target_test), global_metrics)
+            metrics = {**test, **validation_metrics(problem, personal)}
+            self.space.set(params)
+            self.space.set_buffers(buffers)
+            return metrics
         if not self.states:
             return {**score(self.problem.target_test), **validation_metrics(self.problem, score)}
         target_state = self.states.get(self.target_name)

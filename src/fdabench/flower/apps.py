@@ -106,14 +106,15 @@ def handle_hello(message: Message, context: Context, defaults: dict[str, Any]) -
         if CLIENT_STATE in context.state:  # another cell's client state
             del context.state[CLIENT_STATE]
         _SITES.pop((context.run_id, context.node_id), None)
-    data = site_for(context, defaults).data
+    site = site_for(context, defaults)
+    data = site.data
     identity = ConfigRecord({"name": data.name, "role": data.role, "shape": json.dumps(data.shape)})
     return Message(
         RecordDict(
             {
                 "config": identity,
                 "metrics": MetricRecord(
-                    {"index": data.index, "samples": data.samples, "validation": data.validation_samples}
+                    {"index": data.index, "samples": site.training_samples, "validation": data.validation_samples}
                 ),
             }
         ),

@@ -20,11 +20,18 @@ from torch import Tensor
 
 from fdabench.cell.setup import cell_rules
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function
-from fdabench.federation.client_state import ClientState, evaluation_view
+from fdabench.federation.client_state import (
+    ClientState,
+    evaluation_view,
+    holds_state,
+    personal_scorer,
+    personalised_record,
+)
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.records import primary_metric
 from fdabench.federation.rounds import build_cell_model
 from fdabench.federation.rule_interface import RoundInputs
-from fdabench.federation.sites import client_generator, target_training_data, train_source, train_target
+from fdabench.federation.sites import client_generator, target_training_data, train_source, train_target_round
 from fdabench.flower.site_files import SiteData, problem_shape
 
 
@@ -55,8 +62,17 @@ class Site:
         #: the method's state on this client between rounds (`federation.client_state`), made from the freshly
         #: built model as in the in-process loop; never sent
         self.state: ClientState | None = (
-            self.method.client_state(self.space) if self.method.keeps_client_state else None
+            self.method.client_state(self.space) if holds_state(self.method, data.role) else None
         )
+
+    @property
+    def training_samples(self) -> int:
+        """The samples this site trains on: a source's, or the target's under its method's `target_split` (its
+        labelled samples where the target trains on none)."""
+        if self.data.role == "source":
+            return self.data.samples
+        data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
+        return self.data.samples if data is None else len(data)
 
     # -- random streams, saved between calls ---------------------------------------------------------
     def start_stream(self, stream: int) -> None:
@@ -111,7 +127,7 @@ class Site:
             raise ValueError("this site is a source; only the target trains in an FDA round's target step")
         data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
         self._set_buffers(buffers)
-        reply = train_target(
+        reply = train_target_round(
             self.method,
             self.space,
             data,
@@ -131,7 +147,10 @@ class Site:
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, dict[str, float]]:
         """The global model's metrics on this site's splits, by split: the target's `test` split, then its
         `validation` split where it keeps one (in this order: they may redraw feature noise from one generator,
-        as the in-process loop scores them); a source's `validation` split."""
+        as the in-process loop scores them); a source's `validation` split. A `personalised` method's target scores
+        the global model on its test split first, then its personalised predictor on both (`personalised_record`)."""
+        if self.method.personalised and self.data.role == "target":
+            return self._personalised_evaluation(params, buffers)
         splits = {"test": self.data.test} if self.data.role == "target" else {}
         if self.data.validation is not None and len(self.data.validation):
             splits["validation"] = self.data.validation
@@ -142,6 +161,18 @@ class Site:
         self._set_buffers(buffers if own_buffers is None else own_buffers)
         task, batch_size = self.problem.task, self.settings.eval_batch_size
         return {split: evaluate(self.space.model, data, task, batch_size) for split, data in splits.items()}
+
+    def _personalised_evaluation(self, params: Tensor, buffers: list[Tensor]) -> dict[str, dict[str, float]]:
+        task, batch_size = self.problem.task, self.settings.eval_batch_size
+        self.space.set(params)
+        self._set_buffers(buffers)
+        global_metrics = evaluate(self.space.model, self.data.test, task, batch_size)
+        own = self.data.labelled
+        personal = personal_scorer(self.method, self.space, self.state, params, buffers, task, batch_size, own)
+        scores = {"test": personalised_record(primary_metric(task), personal(self.data.test), global_metrics)}
+        if self.data.validation is not None and len(self.data.validation):
+            scores["validation"] = personal(self.data.validation)
+        return scores
 
     def _set_buffers(self, buffers: list[Tensor]) -> None:
         if self.space.buffers:

@@ -16,7 +16,9 @@ Evaluation follows the same policy. The target scores the global model on its te
 split), and each source that holds a validation split scores it on its held-out samples, all in one round trip. A
 missing target fails the run under every policy. Under `skip`, a source that does not answer is left out of that
 round's `source_val_*`: the mean over the sources that answered (each counts once, as in process); where none did,
-the round records no `source_val_*`.
+the round records no `source_val_*`. A personalised method's cell reports the target's personalised predictor, which
+never leaves the target: its sources score nothing and the rounds record no `source_val_*` over Flower (in process,
+where every client is at hand, the predictor scores every validation split).
 
 Every drop and rejection is logged in the round's record (`flower_events`)."""
 
@@ -109,8 +111,9 @@ class FlowerSites:
         self.hello = hello
         every_source = sorted((site for site in sites if site.role == "source"), key=lambda site: site.index)
         self.sources = every_source if method.sources_train else []
-        # the sources that score the global model on their held-out samples (whether or not they train), in order
-        self.validators = [site for site in every_source if site.validation]
+        # the sources that score the global model on their held-out samples (whether or not they train), in order;
+        # none for a personalised method: the cell's predictor is the target's, which never leaves the target
+        self.validators = [] if method.personalised else [site for site in every_source if site.validation]
         targets = [site for site in sites if site.role == "target"]
         self.target = targets[0] if targets and method.target_split is not None else None
         self.evaluator = targets[0] if targets else None

@@ -3,6 +3,7 @@ installed plugin method (entry-point group `fdabench.methods`, `fdabench.core.pl
 
 from fdabench.core.plugins import load_plugins
 from fdabench.methods import (  # noqa: F401
+    adversarial,
     auto,
     baselines,
     dadil,

@@ -21,8 +21,8 @@ from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import StatefulRules
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.rounds import run_rounds
-from fdabench.federation.rule_interface import Aggregate, RoundInputs, TargetContext
+from fdabench.federation.rounds import default_phases, run_rounds
+from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
 
 __all__ = [
@@ -118,12 +118,15 @@ class RoundLoopMethod(StatefulRules, Method):
     """A method run by the FDA round loop (Algorithm 1).
 
     Class attributes say which clients train: sources (`sources_train`; in warm-up rounds only when
-    `sources_train_after_warmup` is False), the target on its labelled
-    samples or on all its training samples with labels (`target_split` = "labelled" | "all" | None),
+    `sources_train_after_warmup` is False), the target on its labelled samples, on all its training samples with
+    labels, or on all its training inputs without labels under the method's `target_batch_loss`
+    (`target_split` = "labelled" | "all" | "unlabelled" | None),
     whether FedAvg warm-up rounds precede (`warmup`), and whether the server forwards the source updates
     to the target before it trains (`target_receives_source_updates`, needed by auto-weighting). A method that
     keeps state on its clients between rounds sets `keeps_client_state` and implements the client-side hooks of
-    `federation.client_state.StatefulRules` (SCAFFOLD, FedBN).
+    `federation.client_state.StatefulRules` (SCAFFOLD, FedBN; the personalised methods, whose clients train their own
+    way, `local_round`, and whose cell reports the target's personalised predictor, `personalised`). The rounds come in
+    `phases` (default: the warm-up, then the FDA rounds; Finetune_Offline adds the target's local fine-tuning).
     """
 
     sources_train: ClassVar[bool] = True
@@ -140,6 +143,11 @@ class RoundLoopMethod(StatefulRules, Method):
             self, problem, settings, seed, device, on_round, checkpoints=checkpoints, sites_hook=sites_hook
         )
 
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+        """The loop's rounds, phase by phase (`federation.rule_interface.Phase`); default: the FedAvg warm-up rounds
+        where `warmup` asks for them and the cell has sources, then `settings.rounds` FDA rounds."""
+        return default_phases(self, settings, has_sources)
+
     def fda_settings(self, settings: TrainSettings) -> TrainSettings:
         """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
         return settings
@@ -151,6 +159,19 @@ class RoundLoopMethod(StatefulRules, Method):
     def source_batch_loss(self, loss_fn):
         """The sources' batch loss (model, data, index) -> scalar; None: loss_fn on the main task."""
         return None
+
+    def target_batch_loss(self, context: TargetContext):
+        """The target's batch loss (model, data, index) -> scalar, built where the target trains from what it holds
+        (`context`: the round's inputs as the target has them, its data, the task loss, the cell's seed); None: the
+        task loss on its labels. A method whose `target_split` is "unlabelled" needs one (its target's labels are
+        all -1)."""
+        return None
+
+    def message_shapes(self) -> set[tuple[int, ...]]:
+        """Shapes of the documented tensors beyond updates and counts that reach the server or leave it (the
+        `broadcast`, the clients' messages), for the privacy checks; default: none beyond those of SCAFFOLD's
+        kind, (N, m) and (m,)."""
+        return set()
 
     def target_start(self, inputs: RoundInputs) -> Tensor:
         """Where the target's local training starts in an FDA round (sources' updates are in `inputs`);

@@ -1,20 +1,19 @@
 """Federated-learning baselines trained on the sources and evaluated on the target: FedProx, and
-Finetune_Offline (source FedAvg, then the target fine-tunes alone)."""
+Finetune_Offline (source FedAvg, then the target fine-tunes alone: the round loop's "local" phase)."""
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 
 import torch
+from torch import Tensor
 
-from fdabench.federation.client import LocalSettings, Proximal, evaluate, loss_function, train_locally
+from fdabench.federation.client import LocalResult, Proximal
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
-from fdabench.federation.records import round_record
-from fdabench.federation.rounds import build_cell_model, local_settings, round_budget, run_rounds
-from fdabench.federation.sites import client_generator
-from fdabench.federation.validation import validation_metrics
-from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod
+from fdabench.federation.settings import TrainSettings
+from fdabench.methods.base import METHODS, Aggregate, Phase, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -48,17 +47,21 @@ class FedProx(RoundLoopMethod):
 
 
 @METHODS.register
-class FinetuneOffline(Method):
+class FinetuneOffline(SourceOnly):
     """Finetune_Offline: `source_only` (FedAvg over the sources) for the whole round budget, then the target
-    fine-tunes the final global model alone on its labelled samples, one record (phase "finetune") per
-    epoch. Each epoch is one local training call of the target's settings, exactly a `target_only` round
-    started from the source model (fresh optimiser per call, as every local call here); nothing crosses a
-    client boundary while fine-tuning. `head_only` freezes the body (`features`) and trains `head` alone."""
+    fine-tunes the final global model alone on its labelled samples, one round (phase "finetune", a "local" phase
+    of the round loop: nothing crosses a client boundary, no byte is counted) per epoch. Each epoch is one local
+    training call of the target's settings for one epoch, exactly a `target_only` round started from the source model
+    (fresh optimiser per call, as every local call here), its batches always shuffled (as ever: `target_order` does
+    not reach the fine-tuning). `head_only` freezes the body (`features`) and trains `head` alone, on the body's
+    features of the target's samples computed once, at the first epoch (kept in the target's client state)."""
 
     name = "finetune_offline"
     family = "baseline"
     description = "source FedAvg for the whole budget, then the target fine-tunes locally"
-    resumes = True  # the FedAvg rounds resume from a checkpoint; the (short) fine-tuning reruns
+    target_split = "labelled"  # the target trains in the fine-tuning rounds only (`phases`)
+    keeps_client_state = True  # head_only: the target's frozen features, from its first fine-tuning epoch
+    state_clients = "target"
     hparams_schema = {
         "finetune_epochs": {
             "type": ["integer", "null"],
@@ -78,51 +81,33 @@ class FinetuneOffline(Method):
         epochs = self.hparams["finetune_epochs"]
         return settings.rounds * settings.target_local_epochs if epochs is None else epochs
 
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
-        epochs = self.finetune_epochs(settings)
-        _, fedavg_rounds = round_budget(SourceOnly(), settings, bool(problem.sources))
-        total_rounds = fedavg_rounds + epochs
-        progress = None if on_round is None else (lambda record, _total: on_round(record, total_rounds))
-        model = build_cell_model(problem, settings, seed, device)
-        history = run_rounds(
-            SourceOnly(), problem, settings, seed, device, progress, model=model, checkpoints=checkpoints
-        )
-        loss_fn = loss_function(problem.task)
-        metric = history["metric"]
-        _, target_local = local_settings(settings)
-        one_epoch = LocalSettings(
-            target_local.lr,
-            target_local.batch_size,
-            1,
-            target_local.optimizer,
-            target_local.momentum,
-            target_local.weight_decay,
-        )
-        generator = client_generator(seed, len(problem.sources))  # the target's stream, as in the round loop
-        data = problem.target_labelled
-        if self.hparams["head_only"]:
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+        """`source_only`'s rounds (the target does not train), then the target's fine-tuning epochs."""
+        fedavg_rounds = [replace(phase, target=False) for phase in super().phases(settings, has_sources)]
+        return [*fedavg_rounds, Phase("finetune", self.finetune_epochs(settings), sources=False, step="local")]
+
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        """The target's fine-tuning epoch from the global model it holds (a source: FedAvg's local training)."""
+        if client.role != "target":
+            return None
+        one_epoch = replace(client.settings, epochs=1, shuffle=True)
+        if not self.hparams["head_only"]:
+            return LocalReply(client.train(start, settings=one_epoch), state)
+        model = client.space.model
+        if state is None:  # the body is frozen: its features are computed once
             model.train()
-            with torch.no_grad():  # the body is frozen: its features are computed once
-                data = ClientData(data.name, model.features(data.inputs()), data.labels())
-            space = ParameterSpace(model.head)
-        else:
-            space = ParameterSpace(model)
-        params = space.get()
-        for epoch in range(epochs):
-            started = time.perf_counter()
-            params = params + train_locally(space, params, data, one_epoch, loss_fn, generator).update
-            space.set(params)
-            score = lambda split: evaluate(model, split, problem.task, settings.eval_batch_size)
-            metrics = score(problem.target_test)
-            record = round_record(
-                fedavg_rounds + epoch,
-                "finetune",
-                {metric: metrics[metric], "loss": metrics["loss"], **validation_metrics(problem, score)},
-                0,
-                0,
-                started,
-            )
-            history["rounds"].append(record)
-            if progress is not None:
-                progress(record, total_rounds)
-        return history
+            with torch.no_grad():
+                state = {"features": model.features(client.data.inputs())}
+        head = torch.cat(
+            [
+                torch.full((size,), name.startswith("head."), device=start.device)
+                for name, size in zip(client.space.layer_names, client.space.layer_sizes)
+            ]
+        )
+        data = ClientData(client.data.name, state["features"], client.data.labels())
+        result = client.train(start[head], ParameterSpace(model.head), settings=one_epoch, data=data)
+        update = torch.zeros_like(start)
+        update[head] = result.update
+        return LocalReply(LocalResult(update, result.steps, result.samples), state)

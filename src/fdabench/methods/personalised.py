@@ -1,198 +1,77 @@
 """Personalised federated learning over all clients, the target included, evaluated on the target's
 personalised model: Ditto, FedRep, APFL and kNN-Per.
 
-Protocol shared by the four (`PersonalisedMethod.run`): every round each client (the sources, then the
-target on its labelled samples) trains locally from the global parameters it receives and sends the update
-of the shared parameters with its sample count; the server adds their FedAvg, w_i = n_i / Σ n
-(docs/design/methods.md, Baselines). What is personal never leaves its client. Each record reports the target's
-personalised model on the target's test split (the cell's metric and `loss`) and the global model
-(`global_<metric>`, `global_loss`).
+Each is a round-loop method (`methods.base.RoundLoopMethod`, run by `federation.rounds.run_rounds`, in process or
+over Flower): every round each client (the sources, then the target on its labelled samples) trains locally from the
+global parameters it receives and sends the update of the shared parameters with its sample count; the server adds
+their FedAvg, w_i = n_i / Σ n (docs/design/methods.md, Baselines). What is personal is a client's state
+(`federation.client_state`): it never leaves its client. A client's round is the method's `local_round` (Ditto's
+global copy then its personal model, FedRep's head then body, APFL's global copy and personal model on the same
+batches). Each record reports the target's personalised model on the target's test split (the cell's metric and
+`loss`; `evaluation_view`, or kNN-Per's `personal_metrics`) and the global model (`global_<metric>`, `global_loss`);
+the personalised model also scores the validation splits (in process; over Flower only the target's own).
 
-In Ditto, APFL and kNN-Per a client's personal state influences no other client and no reported number
-unless the client is the target, so only the target's is computed; FedRep trains every client's head,
-because each client's body update depends on its own head.
+In Ditto and APFL a client's personal state influences no other client and no reported number unless the client is
+the target, so only the target keeps one (`state_clients = "target"`); FedRep trains every client's head, because
+each client's body update depends on its own head.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from fdabench.federation.checkpoint import loop_state, restore_loop
 from fdabench.federation.client import (
+    LocalResult,
     LocalSettings,
     Proximal,
     batch_indices,
-    evaluate,
-    loss_function,
     make_optimizer,
     steps_per_epoch,
-    train_locally,
 )
+from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
-from fdabench.federation.records import primary_metric, round_record
-from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
-from fdabench.federation.sites import client_generator
-from fdabench.federation.validation import validation_metrics
-from fdabench.methods.base import METHODS, Method
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedavg
 
-
-@dataclass
-class Federation:
-    """One personalised run: the model, its parameter space and the clients (sources first, the target last)."""
-
-    model: nn.Module
-    space: ParameterSpace
-    clients: list[ClientData]
-    local: list[LocalSettings]  # per client: the source settings, the target's for the target
-    generators: list[torch.Generator]
-    loss_fn: Callable[[Tensor, Tensor], Tensor]
-
-    @property
-    def target_index(self) -> int:
-        return len(self.clients) - 1
-
-    def train(self, index: int, start: Tensor, **options) -> Tensor:
-        """Client `index`'s plain local training from `start`; its update."""
-        return train_locally(
-            self.space, start, self.clients[index], self.local[index], self.loss_fn, self.generators[index], **options
-        ).update
+BODY = "features."
 
 
-class PersonalisedMethod(Method):
+class PersonalisedMethod(RoundLoopMethod):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
     family = "federated"
-    resumes = True
+    personalised = True
+    warmup = False
 
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
-        model = build_cell_model(problem, settings, seed, device)
-        space = ParameterSpace(model)
-        if space.buffers:
+    def prepare_model(self, model: nn.Module, problem: FederatedProblem) -> nn.Module:
+        if any(True for _ in model.buffers()):
             raise ValueError(
                 f"{self.name}: models with buffers (e.g. BatchNorm statistics) are not supported by personalised "
                 f"methods"
             )
-        source_local, target_local = local_settings(settings)
-        clients = [*problem.sources, problem.target_labelled]
-        federation = Federation(
-            model,
-            space,
-            clients,
-            [source_local] * len(problem.sources) + [target_local],
-            [
-                client_generator(seed, index) for index in range(len(clients))
-            ],  # the target's stream as in the round loop
-            loss_function(problem.task),
-        )
-        counts = torch.tensor([len(client) for client in clients], dtype=torch.float32, device=device)
-        metric = primary_metric(problem.task)
-        global_params = space.get()
-        self.start(federation, global_params)
-        shared_bytes = self.shared_bytes(federation)
-        records: list[dict[str, Any]] = []
-        first_round = 0
-        saved = checkpoints.load() if checkpoints is not None else None
-        if saved is not None:
-            global_params = saved["global_params"].to(device)
-            self.restore_round_state({key: value.to(device) for key, value in saved["personal"].items()})
-            first_round, records = restore_loop(saved, federation.generators, device)
-        for round_index in range(first_round, settings.rounds):
-            started = time.perf_counter()
-            self.begin_round(federation, global_params)
-            updates = torch.stack(
-                [self.train_client(federation, index, global_params) for index in range(len(clients))]
-            )
-            global_params = global_params + fedavg(updates, counts)
-            space.set(global_params)
-            global_metrics = evaluate(model, problem.target_test, problem.task, settings.eval_batch_size)
-            score = functools.partial(
-                self.evaluate_target, federation, global_params, problem, batch_size=settings.eval_batch_size
-            )
-            metrics = score(problem.target_test)
-            target_metrics = {
-                metric: metrics[metric],
-                "loss": metrics["loss"],
-                f"global_{metric}": global_metrics[metric],
-                "global_loss": global_metrics["loss"],
-                **validation_metrics(problem, score),
-            }
-            uplink, downlink = len(clients) * (shared_bytes + COUNT_BYTES), len(clients) * shared_bytes
-            record = round_record(round_index, "fda", target_metrics, uplink, downlink, started)
-            records.append(record)
-            if checkpoints is not None and checkpoints.due(round_index, settings.rounds):
-                checkpoints.save(
-                    loop_state(
-                        round_index + 1,
-                        federation.generators,
-                        records,
-                        device,
-                        global_params=global_params,
-                        personal=self.round_state(),
-                    )
-                )
-            if on_round is not None:
-                on_round(record, settings.rounds)
-        sources = [source.name for source in problem.sources]
-        return {
-            "metric": metric,
-            "model_size": space.size,
-            "layer_names": list(space.layer_names),
-            "sources": sources,
-            "rounds": records,
-        }
+        return model
 
-    def start(self, federation: Federation, global_params: Tensor) -> None:
-        """Initialise the personal state (every personal model starts from the initial global model)."""
-
-    def round_state(self) -> dict[str, Tensor]:
-        """The personal state carried from round to round (saved in checkpoints); default: none."""
-        return {}
-
-    def restore_round_state(self, state: dict[str, Tensor]) -> None:
-        """Continue from `round_state()` of an interrupted run."""
-
-    def shared_bytes(self, federation: Federation) -> int:
-        """Bytes of the parameters that cross the client boundary each way (default: the whole model)."""
-        return federation.space.update_bytes
-
-    def begin_round(self, federation: Federation, global_params: Tensor) -> None:
-        """Work of the round that precedes the clients' updates (default: none)."""
-
-    def train_client(self, federation: Federation, index: int, global_params: Tensor) -> Tensor:
-        """Client `index`'s round: its update of the shared parameters (zeros elsewhere)."""
-        return federation.train(index, global_params)
-
-    def personalised_params(self, federation: Federation, global_params: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def evaluate_target(
-        self,
-        federation: Federation,
-        global_params: Tensor,
-        problem: FederatedProblem,
-        data: ClientData,
-        batch_size: int,
-    ) -> dict[str, float]:
-        """The target's personalised predictor on `data` (its test split, or a validation split)."""
-        federation.space.set(self.personalised_params(federation, global_params))
-        return evaluate(federation.model, data, problem.task, batch_size)
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        """Σ_k w_k g_k over the sources and the target, w_k = n_k / Σ n (FedAvg over all clients)."""
+        updates = inputs.target_update.unsqueeze(0)
+        counts = torch.tensor([float(inputs.target_count)], device=updates.device)
+        if inputs.source_updates is not None:
+            updates = torch.cat([inputs.source_updates, updates])
+            counts = torch.cat([inputs.source_counts, counts])
+        return Aggregate(fedavg(updates, counts))
 
 
 @METHODS.register
 class Ditto(PersonalisedMethod):
     """Ditto (Li et al. 2021): FedAvg of the global model w over all clients; the target also trains a
-    personal model v, kept across rounds, on its loss plus (λ/2)‖v − w^t‖² (Eq. 2) towards the global
-    model w^t it received, for as many steps as its global training. Evaluated: v. λ → ∞ gives v = w^t."""
+    personal model v, kept across rounds (its client state), on its loss plus (λ/2)‖v − w^t‖² (Eq. 2) towards the
+    global model w^t it received, for as many steps as its global training. Evaluated: v. λ → ∞ gives v = w^t."""
 
     name = "ditto"
     description = "personalised FL: the target's personal model is pulled towards the global model (penalty λ)"
@@ -207,25 +86,25 @@ class Ditto(PersonalisedMethod):
         }
     }
 
-    def start(self, federation, global_params):
-        self.personal = global_params.clone()
+    keeps_client_state = True
+    state_clients = "target"
 
-    def round_state(self):
-        return {"personal": self.personal}
+    def client_state(self, space: ParameterSpace) -> ClientState:
+        return {"personal": space.get()}  # every personal model starts from the initial global model
 
-    def restore_round_state(self, state):
-        self.personal = state["personal"]
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        """The global copy from w^t (sent), then the personal model v with the proximal pull to w^t (kept)."""
+        if state is None:  # a source: FedAvg's local training
+            return None
+        result = client.train(start)
+        pull = Proximal(self.hparams["penalty"], anchor=start)
+        personal = state["personal"] + client.train(state["personal"], proximal=pull).update
+        return LocalReply(result, {"personal": personal})
 
-    def train_client(self, federation, index, global_params):
-        update = federation.train(index, global_params)
-        if index == federation.target_index:
-            self.personal = self.personal + federation.train(
-                index, self.personal, proximal=Proximal(self.hparams["penalty"], anchor=global_params)
-            )
-        return update
-
-    def personalised_params(self, federation, global_params):
-        return self.personal
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+        return LocalPlan(state["personal"])
 
 
 def train_linear_heads(
@@ -301,12 +180,12 @@ def train_linear_heads(
 
 @METHODS.register
 class FedRep(PersonalisedMethod):
-    """FedRep (Collins et al. 2021): the body (`features`) is shared, every client keeps its own head. Each
-    round a client trains its head for `head_epochs` with the received body frozen, then the body for
-    `body_epochs` with its head frozen, and sends the body update; the server averages bodies only. The
-    target's personalised model: the global body with the target's head. Only body bytes are exchanged.
-    A model without a body (a one-layer network, e.g. Fed-Heart's) shares nothing: every client trains its
-    head alone and the target's model is its own head."""
+    """FedRep (Collins et al. 2021): the body (`features`) is shared, every client keeps its own head (its client
+    state). Each round a client trains its head for `head_epochs` with the received body frozen (its features computed
+    once; `train_linear_heads`), then the body for `body_epochs` with its head frozen, and sends the body update; the
+    server averages bodies only. The target's personalised model: the global body with the target's head. Only body
+    bytes are exchanged. A model without a body (a one-layer network, e.g. Fed-Heart's) shares nothing: every client
+    trains its head alone and the target's model is its own head."""
 
     name = "fedrep"
     description = "personalised FL: shared body averaged by the server, a local head per client"
@@ -327,77 +206,87 @@ class FedRep(PersonalisedMethod):
         },
     }
 
-    def start(self, federation, global_params):
-        has_body = any(name.startswith("features.") for name in federation.space.layer_names)
-        self.body_space = ParameterSpace(federation.model, prefix="features.") if has_body else None
-        self.head_space = ParameterSpace(federation.model.head)
-        self.body_size = self.body_space.size if has_body else 0
-        body_names = self.body_space.layer_names if has_body else ()
-        if (
-            federation.space.layer_names[: len(body_names)] != body_names
-            or self.body_size + self.head_space.size != federation.space.size
-        ):
+    keeps_client_state = True
+
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        super().__init__(hparams)
+        self.body_size = 0  # the body's entries come first in the flat parameters
+
+    def prepare_model(self, model: nn.Module, problem: FederatedProblem) -> nn.Module:
+        model = super().prepare_model(model, problem)
+        space = ParameterSpace(model)
+        body_names = tuple(name for name in space.layer_names if name.startswith(BODY))
+        head = ParameterSpace(model.head)
+        self.body_size = ParameterSpace(model, prefix=BODY).size if body_names else 0
+        if space.layer_names[: len(body_names)] != body_names or self.body_size + head.size != space.size:
             raise ValueError(f"{self.name}: the model must be `features` followed by `head`")
-        self.heads = [global_params[self.body_size :].clone() for _ in federation.clients]
+        return model
 
-    def round_state(self):
-        return {"heads": torch.stack(self.heads)}
+    def update_bytes(self, space: ParameterSpace) -> int:
+        return ParameterSpace(space.model, prefix=BODY).update_bytes if self.body_size else 0
 
-    def restore_round_state(self, state):
-        self.heads = list(state["heads"])
+    def client_state(self, space: ParameterSpace) -> ClientState:
+        return {"head": space.get()[self.body_size :].clone()}
 
-    def shared_bytes(self, federation):
-        return self.body_space.update_bytes if self.body_space is not None else 0
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply:
+        """The head's epochs on the received body's features (the body frozen: features computed once), then the
+        body's epochs with the new head frozen; the body's update is sent (zeros on the head)."""
+        return self.local_rounds([client], [state], start, broadcast)[0]
 
-    def begin_round(self, federation, global_params):
-        """Every client trains its head on the received body's features (the body frozen: features computed
-        once), clients with the same local settings and batches per epoch together (`train_linear_heads`)."""
-        if not self.hparams["head_epochs"]:
-            return
-        model = federation.model
-        federation.space.set(global_params)
-        model.train()
-        with torch.no_grad():
-            features = [model.features(client.inputs()) for client in federation.clients]
-        groups: dict[tuple, list[int]] = {}
-        for index, (client, local) in enumerate(zip(federation.clients, federation.local)):
-            groups.setdefault((steps_per_epoch(len(client), local.batch_size), local), []).append(index)
-        for (_, local), members in groups.items():
-            updates = train_linear_heads(
-                torch.stack([self.heads[i] for i in members]),
-                [features[i] for i in members],
-                [federation.clients[i].labels() for i in members],
-                replace(local, epochs=self.hparams["head_epochs"]),
-                [federation.generators[i] for i in members],
-            )
-            for i, update in zip(members, updates):
-                self.heads[i] = self.heads[i] + update
+    def local_rounds(
+        self,
+        clients: list[LocalClient],
+        states: list[ClientState | None],
+        start: Tensor,
+        broadcast: Tensor | None,
+    ) -> list[LocalReply]:
+        """`local_round` of each client, their heads trained together where they share their local settings and
+        batches per epoch (`train_linear_heads`), then each body."""
+        heads = [state["head"] for state in states]
+        if self.hparams["head_epochs"]:
+            model = clients[0].space.model
+            clients[0].space.set(start)
+            model.train()
+            with torch.no_grad():
+                features = [model.features(client.data.inputs()) for client in clients]
+            groups: dict[tuple, list[int]] = {}
+            for index, client in enumerate(clients):
+                key = (steps_per_epoch(len(client.data), client.settings.batch_size), client.settings)
+                groups.setdefault(key, []).append(index)
+            for (_, local), members in groups.items():
+                updates = train_linear_heads(
+                    torch.stack([heads[i] for i in members]),
+                    [features[i] for i in members],
+                    [clients[i].data.labels() for i in members],
+                    replace(local, epochs=self.hparams["head_epochs"]),
+                    [clients[i].generator for i in members],
+                )
+                for i, update in zip(members, updates):
+                    heads[i] = heads[i] + update
+        return [self.train_body(client, head, start) for client, head in zip(clients, heads)]
 
-    def train_client(self, federation, index, global_params):
-        """The body's epochs with the client's head (trained in `begin_round`) frozen."""
-        update = torch.zeros_like(global_params)
-        if self.hparams["body_epochs"] and self.body_space is not None:
-            self.head_space.set(self.heads[index])
-            body_local = replace(federation.local[index], epochs=self.hparams["body_epochs"])
-            result = train_locally(
-                self.body_space,
-                global_params[: self.body_size],
-                federation.clients[index],
-                body_local,
-                federation.loss_fn,
-                federation.generators[index],
-            )
-            update[: self.body_size] = result.update
-        return update
+    def train_body(self, client: LocalClient, head: Tensor, start: Tensor) -> LocalReply:
+        """The body's epochs from the global body with the client's `head` frozen; the body's update is sent."""
+        update, steps = torch.zeros_like(start), 0
+        if self.hparams["body_epochs"] and self.body_size:
+            model = client.space.model
+            ParameterSpace(model.head).set(head)
+            body_settings = replace(client.settings, epochs=self.hparams["body_epochs"])
+            body = client.train(start[: self.body_size], ParameterSpace(model, prefix=BODY), settings=body_settings)
+            update[: self.body_size] = body.update
+            steps = body.steps
+        return LocalReply(LocalResult(update, steps, len(client.data)), {"head": head})
 
-    def personalised_params(self, federation, global_params):
-        return torch.cat([global_params[: self.body_size], self.heads[federation.target_index]])
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+        return LocalPlan(torch.cat([params[: self.body_size], state["head"]]))
 
 
 @METHODS.register
 class APFL(PersonalisedMethod):
     """APFL (Deng et al. 2020), fixed α: every client trains its copy w of the global model as in FedAvg;
-    the target also keeps a local model v and, on the same batches, steps v along
+    the target also keeps a local model v (its client state) and, on the same batches, steps v along
     ∇_v f(α v + (1 − α) w) = α ∇f(v̄) at the current w. The server averages w only. Evaluated: the
     mixture v̄ = α v + (1 − α) w with the new global w. α = 1 is local training of v alone; α = 0 the
     global model."""
@@ -418,32 +307,38 @@ class APFL(PersonalisedMethod):
         }
     }
 
-    def start(self, federation, global_params):
-        self.personal = global_params.clone()
-        self.personal_space = ParameterSpace(copy.deepcopy(federation.model))
-        self.mixture_space = ParameterSpace(copy.deepcopy(federation.model))
+    keeps_client_state = True
+    state_clients = "target"
 
-    def round_state(self):
-        return {"personal": self.personal}
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        super().__init__(hparams)
+        self.copies: tuple[nn.Module, ParameterSpace, ParameterSpace] | None = None  # (model, v's, v̄'s)
 
-    def restore_round_state(self, state):
-        self.personal = state["personal"]
+    def client_state(self, space: ParameterSpace) -> ClientState:
+        return {"personal": space.get()}  # v starts from the initial global model
 
-    def train_client(self, federation, index, global_params):
-        if index != federation.target_index:
-            return federation.train(index, global_params)
+    def spaces(self, model: nn.Module) -> tuple[ParameterSpace, ParameterSpace]:
+        """Copies of the client's model that hold v and the mixture v̄ (made once per model)."""
+        if self.copies is None or self.copies[0] is not model:
+            self.copies = (model, ParameterSpace(copy.deepcopy(model)), ParameterSpace(copy.deepcopy(model)))
+        return self.copies[1], self.copies[2]
+
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        if state is None:  # a source: FedAvg's local training
+            return None
         alpha = self.hparams["alpha"]
-        data, local, loss_fn = federation.clients[index], federation.local[index], federation.loss_fn
-        space, personal, mixture = federation.space, self.personal_space, self.mixture_space
-        space.set(global_params)
-        personal.set(self.personal)
+        data, local, loss_fn, space = client.data, client.settings, client.loss_fn, client.space
+        personal, mixture = self.spaces(space.model)
+        space.set(start)
+        personal.set(state["personal"])
         space.model.train()
         mixture.model.train()
         global_optimizer = make_optimizer(space.parameters, local)
         personal_optimizer = make_optimizer(personal.parameters, local)
-        for batch in batch_indices(
-            len(data), local.batch_size, local.epochs, federation.generators[index], data.x.device
-        ):
+        steps = 0
+        for batch in batch_indices(len(data), local.batch_size, local.epochs, client.generator, data.x.device):
             x, y = data.inputs(batch), data.labels(batch)
             with torch.no_grad():  # v̄ = α v + (1 − α) w at the step's start
                 for mixed, v, w in zip(mixture.parameters, personal.parameters, space.parameters):
@@ -456,12 +351,12 @@ class APFL(PersonalisedMethod):
                 v.grad = mixed.grad * alpha
             global_optimizer.step()
             personal_optimizer.step()
-        self.personal = personal.get()
-        return space.get() - global_params
+            steps += 1
+        return LocalReply(LocalResult(space.get() - start, steps, len(data)), {"personal": personal.get()})
 
-    def personalised_params(self, federation, global_params):
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
         alpha = self.hparams["alpha"]
-        return self.personal * alpha + global_params * (1 - alpha)
+        return LocalPlan(state["personal"] * alpha + params * (1 - alpha))
 
 
 def knn_probabilities(
@@ -513,15 +408,18 @@ class KNNPer(PersonalisedMethod):
         },
     }
 
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
+    def prepare_model(self, model: nn.Module, problem: FederatedProblem) -> nn.Module:
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")
-        return super().run(problem, settings, seed, device, on_round, checkpoints)
+        return super().prepare_model(model, problem)
 
     @torch.no_grad()
-    def evaluate_target(self, federation, global_params, problem, data, batch_size):
-        model, store, test = federation.model, problem.target_labelled, data
-        federation.space.set(global_params)
+    def personal_metrics(
+        self, model: nn.Module, data: ClientData, task: str, batch_size: int, own: ClientData
+    ) -> dict[str, float]:
+        """The interpolated prediction on `data`, the datastore the features of the target's labelled samples `own`
+        under the global model (which `model` holds)."""
+        store, test = own, data
         model.eval()
         store_features = model.features(store.inputs())
         interpolation = self.hparams["interpolation"]
@@ -534,7 +432,7 @@ class KNNPer(PersonalisedMethod):
                 features,
                 store_features,
                 store.labels(),
-                problem.num_outputs,
+                global_probabilities.shape[1],
                 self.hparams["neighbours"],
                 self.hparams["temperature"],
             )

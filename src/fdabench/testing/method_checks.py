@@ -7,8 +7,9 @@ Every round-loop rule (`RoundLoopMethod`):
 - `zero_updates`, `tiny_updates`: all-zero updates, and updates scaled by 1e-30, give a finite step of the
   model's size (no division by a zero norm);
 - `privacy_boundary`: what `aggregate` receives holds updates, counts and documented scalars only (no tensor
-  that shares memory with a client's data; shapes (N, m), (N,), (m,) or ()), and the target's observer
-  sees the sources' updates only where the method says the server forwards them;
+  that shares memory with a client's data; shapes (N, m), (N,), (m,) or (), or those of the documented messages
+  the method declares, `message_shapes`), and the target's observer sees the sources' updates only where the
+  method says the server forwards them;
 - `resume`: a run interrupted after a checkpoint and resumed equals an uninterrupted one, record by record.
 β-weighted rules (a `beta` hyper-parameter), in addition:
 - `beta0_is_target_update`: with β = 0 the step is the target's own update (FedDA, FedGP: Σ_i w_i g_T = g_T;
@@ -214,11 +215,12 @@ def _check_privacy(make, run, problem, settings) -> str:
     data = _data_storages(problem)
     m = run.history["model_size"]
     sources = len(problem.sources)
+    allowed = {(sources, m), (sources,), (m,), ()} | run.method.message_shapes()
     for inputs in run.received:
         for tensor in reachable_tensors(inputs):
             if tensor.untyped_storage().data_ptr() in data:
                 return f"round {inputs.round_index}: a tensor sharing memory with a client's data reached the server"
-            if tuple(tensor.shape) not in {(sources, m), (sources,), (m,), ()}:
+            if tuple(tensor.shape) not in allowed:
                 return f"round {inputs.round_index}: a tensor of shape {tuple(tensor.shape)} reached the server"
     return ""
 
