@@ -151,7 +151,7 @@ def test_checkpoint_is_a_hidden_file_beside_the_result():
     [
         ("finetune_offline", {"finetune_epochs": 2}),  # FedAvg rounds resume, the fine-tuning reruns
         ("dadil_e", {"encoder_rounds": 6, "rounds": 2, "atoms": 2, "support_size": 6, "classifier_steps": 5}),
-        ("kd3a", {}),  # own loop: the model, its buffers and the mixup generator
+        ("kd3a", {}),  # the round loop: the target's mixup generator is its client state
         ("ditto", {}),  # personalised: the target's personal model
         ("apfl", {}),
         ("fedrep", {}),  # every client's head

@@ -227,5 +227,5 @@ def test_finetune_offline_sends_source_updates_then_nothing(problem, monkeypatch
 def test_every_shipped_method_is_checked():
     """Round-loop methods, plugins' included, are checked above by the loop's own boundary; every other shipped
     method has its own test here (a plugin method with its own protocol brings its own)."""
-    own_protocols = {"kd3a", "dadil_e", "dadil_r"}  # the personalised methods and Finetune_Offline: the loop's
+    own_protocols = {"dadil_e", "dadil_r"}  # the personalised methods and Finetune_Offline: the loop's
     assert set(shipped_names(METHODS)) - set(ROUND_LOOP_METHODS) == own_protocols, "a new method needs its test here"

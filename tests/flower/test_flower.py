@@ -48,6 +48,7 @@ CLIENT_STATE_AND_PLAIN = [
     "fedprox",
     "fedavg_finetune",
     "gp",
+    "kd3a",
 ]
 WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
@@ -185,13 +186,13 @@ def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkey
         simulation.flower_methods()
     )
     assert {"ditto", "fedrep", "apfl", "knn_per", "finetune_offline"} <= set(simulation.flower_methods())
-    assert not {"kd3a", "dadil_e"} & set(simulation.flower_methods())
+    assert "kd3a" in simulation.flower_methods() and "dadil_e" not in simulation.flower_methods()
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["kd3a"]
-    with pytest.raises(ValueError, match=r"kd3a \(kd3a\) is not a round-loop method.*through Flower: .*fedgp"):
-        simulation.export_cell(validate_params(raw), EXPERIMENT, "kd3a", TARGET, SEED, tmp_path)
+    raw["suites"]["tiny"]["methods"] = ["dadil_e"]
+    with pytest.raises(ValueError, match=r"dadil_e \(dadil_e\) is not a round-loop method.*through Flower: .*fedgp"):
+        simulation.export_cell(validate_params(raw), EXPERIMENT, "dadil_e", TARGET, SEED, tmp_path)
 
 
 def test_error_replies_read_as_one_line():
@@ -264,7 +265,8 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
 
 
 def _with_client_state(params, method):
-    """The tiny suite with `method`: SCAFFOLD and FedBN with plain SGD and a model with BatchNorm layers."""
+    """The tiny suite with `method`: SCAFFOLD and FedBN with plain SGD and a model with BatchNorm layers; KD3A with
+    BatchNorm layers (the source models reach the target with their buffers) and sources confident enough to vote."""
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
@@ -272,6 +274,10 @@ def _with_client_state(params, method):
     if method in ("scaffold", "fedbn"):
         train = raw["suites"]["tiny"].setdefault("train", {})
         train.update({"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05})
+        train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
+    if method == "kd3a":
+        train = raw["suites"]["tiny"].setdefault("train", {})
+        train.update({"source_lr": 1e-2, "target_batch_size": 4})  # the target's own settings unused: KD3A's are
         train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
     return validate_params(raw)
 
@@ -303,6 +309,8 @@ def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inp
         expected = {**expected, "rounds": [kept(record) for record in expected["rounds"]]}
     _assert_same_rounds(history, expected)
     assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
+    if method == "kd3a":  # the knowledge vote and the mixup ran at the target site
+        assert any(record["knowledge_fraction"] > 0 for record in history["rounds"])
 
 
 @pytest.fixture(scope="module")

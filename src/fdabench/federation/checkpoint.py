@@ -3,8 +3,8 @@
 Every `every` rounds a training loop saves its whole state to one file, written atomically: what every
 loop has (`loop_state`: the next round, every client's batch-order generator, torch's global random state,
 the records so far) and what its own protocol carries (the round loop: model, server momentum, the
-method's state and every client's state, e.g. the personalised methods' personal models and heads; KD3A: the
-model, its buffers and the mixup generator). A checkpoint is used only by the run that made it: it records the
+method's state and every client's state, e.g. the personalised methods' personal models and heads, KD3A's
+mixup generator at the target). A checkpoint is used only by the run that made it: it records the
 cell's identity (configuration, code fingerprint, device, threads), and one of another identity is
 ignored and replaced. The CLI removes it once the cell's result is written.
 """

@@ -57,6 +57,9 @@ class LocalReply:
     result: LocalResult
     state: ClientState | None
     message: Tensor | None = None
+    #: what the target reports beside its update for the server's rule and record, as an observer's statistics do
+    #: (`RoundInputs.target_statistics`; over Flower its `estimates()` travel as named tensors): KD3A's diagnostics
+    statistics: Any = None
 
 
 @dataclass
@@ -71,6 +74,10 @@ class LocalClient:
     loss_fn: Callable[[Tensor, Tensor], Tensor]
     generator: torch.Generator
     role: str
+    #: the target's: the round's inputs as the server forwarded them (the source updates, and their buffers, where the
+    #: method asks for them) and the cell's seed (the method's own random streams, e.g. KD3A's mixup)
+    inputs: Any = None
+    seed: int | None = None
 
     def train(self, start: Tensor, space: ParameterSpace | None = None, **options: Any) -> LocalResult:
         """`train_locally` of this client from `start` in `space` (default: the whole model), drawing its batches from

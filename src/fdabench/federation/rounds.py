@@ -13,7 +13,10 @@ predictor and the global model beside it (`client_state.personalised_record`).
 
 Buffers (e.g. BatchNorm statistics) are not updates and are never projected or weighted by β: the
 global buffers become the target's after a round in which the target trained (the model is evaluated on
-the target domain), and the sample-weighted source average otherwise.
+the target domain), and the sample-weighted source average otherwise; a method may weigh them itself
+(`Aggregate.buffer_weights`: KD3A's domain weights over the sources and the target), and may set θ itself
+(`Aggregate.params`: KD3A's weighted average of the models). A method whose target receives the source updates may
+have it receive the sources' buffers with them (`target_receives_source_buffers`: `RoundInputs.source_buffers`).
 """
 
 from __future__ import annotations
@@ -197,6 +200,8 @@ def run_rounds(
                 }
 
         target_trains = clients.has_target and phase.target
+        if getattr(method, "target_receives_source_buffers", False) and buffer_states and not silent:
+            inputs.source_buffers = buffer_states
         if target_trains:
             reply = clients.train_target(inputs, method.target_start(inputs), target_local)
             target_buffers = reply.buffers
@@ -221,7 +226,9 @@ def run_rounds(
         else:
             aggregate = method.aggregate(inputs)
             uplink += aggregate.message_bytes
-        if phase.step == "local":  # θ becomes the target's model, without a server step
+        if aggregate.params is not None:  # the method sets θ itself (KD3A's weighted average of the models)
+            global_params = aggregate.params
+        elif phase.step == "local":  # θ becomes the target's model, without a server step
             global_params = global_params + aggregate.delta
         elif settings.server_momentum:
             velocity = (
@@ -231,7 +238,9 @@ def run_rounds(
         else:
             global_params = global_params + settings.server_lr * aggregate.delta
         space.set(global_params)
-        if space.buffers and (target_trains or buffer_states):
+        if space.buffers and aggregate.buffer_weights is not None:  # the method's weights (KD3A's domain weights)
+            space.set_buffers(average_buffers([*buffer_states, target_buffers], aggregate.buffer_weights))
+        elif space.buffers and (target_trains or buffer_states):
             space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, round_counts))
 
         metrics = clients.evaluate(global_params, space.get_buffers())

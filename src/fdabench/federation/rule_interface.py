@@ -38,6 +38,9 @@ class RoundInputs:
     target_message: Tensor | None = None  # (k,)
     source_total: int = 0  # every source of the cell, asked this round or not (SCAFFOLD's N)
     broadcast: Tensor | None = None  # what the server sent every training client beside θ (SCAFFOLD's c)
+    #: the answered sources' buffers (BatchNorm statistics), in source order, where the model has buffers: forwarded to
+    #: the target with the source updates (`target_receives_source_buffers`: KD3A's source models with their buffers)
+    source_buffers: list[list[Tensor]] | None = None
 
 
 @dataclass
@@ -60,6 +63,12 @@ class Aggregate:
     #: bytes of documented messages beyond updates and sample counts that reached the server this round
     #: (auto-weighting's estimates), counted in the round's uplink
     message_bytes: int = 0
+    #: the new global parameters themselves, where the server sets θ instead of stepping it (KD3A's weighted average
+    #: of the clients' models); the server's momentum and learning rate do not apply. None: θ + server step of `delta`
+    params: Tensor | None = None
+    #: weights of the sources' buffers and then the target's (KD3A's domain weights) in the new global buffers; None:
+    #: the target's buffers after a round in which it trained (else the sample-weighted source average)
+    buffer_weights: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,7 @@ class RoundRules(Protocol):
     target_split: str | None
     warmup: bool
     target_receives_source_updates: bool
+    target_receives_source_buffers: bool
     keeps_client_state: bool
     state_clients: str
     personalised: bool

@@ -193,11 +193,11 @@ def train_target_round(
     """The target's local training in a round, wherever the target is: the method's own `local_round` where it has
     one for the target (Ditto's global copy and personal model, Finetune_Offline's epoch), else `train_target`."""
     space.set(start)
-    client = LocalClient(space, data, settings, loss_fn, generator, "target")
+    client = LocalClient(space, data, settings, loss_fn, generator, "target", inputs=inputs, seed=seed)
     own = method.local_round(client, state, start, inputs.broadcast)
     if own is None:
         return train_target(method, space, data, inputs, start, settings, loss_fn, generator, seed, state)
-    return TargetRound(own.result, None, space.get_buffers(), own.message, own.state)
+    return TargetRound(own.result, own.statistics, space.get_buffers(), own.message, own.state)
 
 
 class LocalSites:

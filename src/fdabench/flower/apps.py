@@ -142,6 +142,7 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
             source_updates=values.get("source_updates"),
             source_counts=values.get("source_counts"),
             source_steps=values.get("source_steps"),
+            source_buffers=_per_source(messages.listed(values, "source_buffers"), len(site.space.buffers)),
             source_names=tuple(json.loads(str(config["source_names"]))),
             broadcast=values.get("broadcast"),
         )
@@ -152,6 +153,13 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
     _save_streams(site, context)
     counts = MetricRecord({"samples": result.samples, "steps": result.steps})
     return Message(RecordDict({"arrays": record, "metrics": counts}), reply_to=message)
+
+
+def _per_source(buffers: list, per_source: int) -> list | None:
+    """The forwarded sources' buffers, source by source (None: none forwarded)."""
+    if not buffers or not per_source:
+        return None
+    return [buffers[index : index + per_source] for index in range(0, len(buffers), per_source)]
 
 
 def handle_evaluate(message: Message, context: Context, defaults: dict[str, Any]) -> Message:

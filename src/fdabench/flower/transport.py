@@ -177,6 +177,10 @@ class FlowerSites:
             source_updates=inputs.source_updates if forwarded else None,
             source_counts=inputs.source_counts if forwarded else None,
             source_steps=inputs.source_steps if forwarded else None,
+            # the sources' buffers, source after source, where the method forwards them (KD3A's source models)
+            source_buffers=[b for buffers in inputs.source_buffers for b in buffers]
+            if forwarded and inputs.source_buffers
+            else None,
             broadcast=inputs.broadcast,
             **({} if torch.equal(start, inputs.global_params) else {"global": inputs.global_params}),
         )

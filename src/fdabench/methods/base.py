@@ -135,6 +135,8 @@ class RoundLoopMethod(StatefulRules, Method):
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
     target_receives_source_updates: ClassVar[bool] = False
+    #: whether the sources' buffers (BatchNorm statistics) reach the target with their updates (KD3A's source models)
+    target_receives_source_buffers: ClassVar[bool] = False
     resumes = True
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):

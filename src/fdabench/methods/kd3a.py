@@ -13,11 +13,18 @@ Per round, from global parameters θ:
    source and, as KD3A trains every domain alike, with the sources' learning rate, batch size and local
    epochs (the target_* settings are for its few labelled samples, which KD3A does not use as such);
 4. θ ← Σ_k α_k θ_k over the sources and the target, and buffers (BatchNorm statistics) likewise.
+
+On the round loop (`federation.rounds`): the sources train plainly; the target's round is its `local_round`, handed
+the forwarded source updates and buffers (`target_receives_source_updates`, `target_receives_source_buffers`); its
+mixup generator is its client state (kept at its site and in checkpoints); its message is the domain weights, its
+`statistics` the round's diagnostics for the record (not counted in bytes, as before); the server sets θ itself
+(`Aggregate.params`) and weighs the buffers by the domain weights (`Aggregate.buffer_weights`).
 """
 
 from __future__ import annotations
 
-import time
+import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,21 +33,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fdabench.core.streams import stream
-from fdabench.federation.checkpoint import loop_state, restore_loop
-from fdabench.federation.client import (
-    LocalSettings,
-    batch_indices,
-    evaluate,
-    loss_function,
-    make_optimizer,
-    train_locally,
-)
-from fdabench.federation.parameters import ParameterSpace, average_buffers
-from fdabench.federation.records import round_record
-from fdabench.federation.rounds import COUNT_BYTES, build_cell_model, local_settings
-from fdabench.federation.sites import client_generator
-from fdabench.federation.validation import validation_metrics
-from fdabench.methods.base import METHODS, Method
+from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
+from fdabench.federation.parameters import ParameterSpace
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
 
@@ -93,7 +89,7 @@ def domain_weights(focus: Tensor, source_counts: Tensor, target_count: int) -> T
     target_weight = target_count / (target_count + float(source_counts.sum()))
     focus = focus.to(torch.float64)
     shares = focus / focus.sum() if focus.sum() > 0 else source_counts / source_counts.sum()
-    return torch.cat([(1 - target_weight) * shares, torch.tensor([target_weight], dtype=torch.float64)])
+    return torch.cat([(1 - target_weight) * shares, shares.new_tensor([target_weight])])
 
 
 def confidence_gate(round_index: int, rounds: int, start: float, end: float) -> float:
@@ -111,14 +107,15 @@ def train_on_knowledge(
     mixup_alpha: float,
     generator: torch.Generator,
     mixup_rng: np.random.Generator,
-) -> Tensor:
-    """Local training on consensus knowledge; returns the update. Per batch, mixup (Zhang et al. 2018):
-    λ ~ Beta(a, a) and a random pairing of the batch mix inputs, soft labels and weights alike; the loss
+) -> tuple[Tensor, int]:
+    """Local training on consensus knowledge; returns (the update, its optimiser steps). Per batch, mixup (Zhang et
+    al. 2018): λ ~ Beta(a, a) and a random pairing of the batch mix inputs, soft labels and weights alike; the loss
     is the batch mean of weight · cross-entropy(soft label, prediction)."""
     model = space.model
     space.set(start)
     model.train()
     optimizer = make_optimizer(space.parameters, settings)
+    steps = 0
     for batch in batch_indices(len(inputs), settings.batch_size, settings.epochs, generator, inputs.device):
         x, target, weight = (
             (inputs, knowledge, weights) if batch is None else (inputs[batch], knowledge[batch], weights[batch])
@@ -132,7 +129,8 @@ def train_on_knowledge(
         optimizer.zero_grad()
         (weight * -(target * F.log_softmax(model(x), dim=1)).sum(dim=1)).mean().backward()
         optimizer.step()
-    return space.get() - start
+        steps += 1
+    return space.get() - start, steps
 
 
 def combine_models(weights: Tensor, source_models: list[Tensor], target_model: Tensor) -> Tensor:
@@ -142,7 +140,7 @@ def combine_models(weights: Tensor, source_models: list[Tensor], target_model: T
 
 
 @METHODS.register
-class KD3A(Method):
+class KD3A(RoundLoopMethod):
     """KD3A: knowledge vote, consensus focus, BatchNorm statistics in the weighted average, mixup (see the
     module docstring). Its BatchNorm MMD alignment term is not included."""
 
@@ -154,6 +152,15 @@ class KD3A(Method):
         "(100% of its training inputs)"
     )
     uses_unlabelled_target = True
+    # the target trains on every training input (labelled and unlabelled; `knowledge_accuracy` alone reads the labels,
+    # at the target, as a diagnostic), after the sources, on their forwarded models with their buffers
+    target_split = "all"
+    target_receives_source_updates = True
+    target_receives_source_buffers = True
+    # the target keeps its mixup generator between rounds (the client state: at its site over Flower, in
+    # checkpoints); the sources train plainly (`local_round` is the target's own)
+    keeps_client_state = True
+    state_clients = "target"
     hparams_schema = {
         "gate_start": {
             "type": "number",
@@ -183,120 +190,129 @@ class KD3A(Method):
     }
     # KD3A: gate 0.8 → 0.95; mixup a = 0.2 (the mixup paper's ImageNet setting)
 
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
-
+    def prepare_model(self, model: torch.nn.Module, problem: Any) -> torch.nn.Module:
         if problem.task != "classification":
             raise ValueError(f"{self.name}: classification only")
-        model = build_cell_model(problem, settings, seed, device)
-        space = ParameterSpace(model)
-        loss_fn = loss_function(problem.task)
-        source_local, _ = local_settings(settings)
-        sources = problem.sources
-        # the target's training inputs, labelled and unlabelled, all used without labels
-        unlabelled = torch.cat([problem.target_labelled.inputs(), problem.target_unlabelled.inputs()])
-        hidden_labels = torch.cat([problem.target_labelled.labels(), problem.target_unlabelled.labels()])  # logs only
-        source_counts = torch.tensor([len(s) for s in sources], dtype=torch.float32, device=device)
-        generators = [client_generator(seed, index) for index in range(len(sources) + 1)]
-        mixup_rng = np.random.default_rng(stream(seed, "kd3a_mixup"))
-        model_bytes = space.update_bytes + sum(b.numel() * b.element_size() for b in space.buffers)
-        global_params = space.get()
-        records: list[dict[str, Any]] = []
-        first_round = 0
-        saved = checkpoints.load() if checkpoints is not None else None
-        if saved is not None:
-            global_params = saved["global_params"].to(device)
-            space.set(global_params)
-            space.set_buffers([buffer.to(device) for buffer in saved["buffers"]])
-            mixup_rng.bit_generator.state = saved["mixup"]
-            first_round, records = restore_loop(saved, generators, device)
-        for round_index in range(first_round, settings.rounds):
-            started = time.perf_counter()
-            global_buffers = space.get_buffers()
-            source_params, buffer_states, probabilities = [], [], []
-            for index, data in enumerate(sources):
-                space.set_buffers(global_buffers)
-                source_params.append(
-                    global_params
-                    + train_locally(space, global_params, data, source_local, loss_fn, generators[index]).update
-                )
-                buffer_states.append(space.get_buffers())
-            with torch.no_grad():  # at the target: each forwarded source model predicts the unlabelled inputs
-                model.eval()
-                for params, buffers in zip(source_params, buffer_states):
-                    space.set(params)
-                    space.set_buffers(buffers)
-                    probabilities.append(torch.softmax(model(unlabelled), dim=1))
-            probabilities = torch.stack(probabilities)
-            gate = confidence_gate(round_index, settings.rounds, self.hparams["gate_start"], self.hparams["gate_end"])
-            knowledge, support = knowledge_vote(probabilities, gate)
-            kept = support > 0
-            target_count = int(kept.sum())
-            space.set_buffers(global_buffers)
-            if target_count:
-                target_update = train_on_knowledge(
-                    space,
-                    global_params,
-                    unlabelled[kept],
-                    knowledge[kept],
-                    support[kept].to(knowledge.dtype) / len(sources),
-                    source_local,
-                    self.hparams["mixup_alpha"],
-                    generators[-1],
-                    mixup_rng,
-                )
-            else:
-                target_update = torch.zeros_like(global_params)
-            buffer_states.append(space.get_buffers())
-            focus = (
-                consensus_focus(probabilities, gate) if self.hparams["consensus_focus"] else torch.zeros(len(sources))
+        self.sources = len(getattr(problem, "sources", ()))
+        return model
+
+    def fda_settings(self, settings):
+        """KD3A trains every domain alike: the target with the sources' learning rate, batch size and local epochs."""
+        return replace(
+            settings,
+            target_lr=settings.source_lr,
+            target_batch_size=settings.source_batch_size,
+            target_local_epochs=settings.local_epochs,
+            target_order="shuffled",
+        )
+
+    def update_bytes(self, space: ParameterSpace) -> int:
+        """Models cross with their buffers (BatchNorm statistics), both ways and to the target."""
+        return space.update_bytes + sum(b.numel() * b.element_size() for b in space.buffers)
+
+    def message_shapes(self) -> set[tuple[int, ...]]:
+        return {(getattr(self, "sources", 0) + 1,)}  # the domain weights
+
+    # -- the target's round (steps 2 and 3 of the module docstring) ---------------------------------------------
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        if client.role != "target":
+            return None  # a source trains on its labelled data
+        inputs: RoundInputs = client.inputs
+        space, data = client.space, client.data
+        mixup_rng = mixup_generator(state, client.seed)
+        if inputs.source_updates is None:  # no source answered: no knowledge, no step
+            zero = torch.zeros_like(start)
+            return LocalReply(LocalResult(zero, 0, len(data)), encode_generator(mixup_rng))
+        model, sources = space.model, len(inputs.source_updates)
+        global_buffers = space.get_buffers()
+        unlabelled = data.inputs()
+        probabilities = []
+        with torch.no_grad():  # each forwarded source model predicts the unlabelled inputs
+            model.eval()
+            for index, update in enumerate(inputs.source_updates):
+                space.set(inputs.global_params + update)
+                space.set_buffers(inputs.source_buffers[index] if inputs.source_buffers else [])
+                probabilities.append(torch.softmax(model(unlabelled), dim=1))
+        probabilities = torch.stack(probabilities)
+        gate = self.gate(inputs)
+        knowledge, support = knowledge_vote(probabilities, gate)
+        kept = support > 0
+        target_count = int(kept.sum())
+        space.set_buffers(global_buffers)
+        steps = 0
+        if target_count:
+            target_update, steps = train_on_knowledge(
+                space,
+                inputs.global_params,
+                unlabelled[kept],
+                knowledge[kept],
+                support[kept].to(knowledge.dtype) / sources,
+                client.settings,
+                self.hparams["mixup_alpha"],
+                client.generator,
+                mixup_rng,
             )
-            weights = domain_weights(focus, source_counts, target_count).to(global_params.dtype)
-            global_params = combine_models(weights, source_params, global_params + target_update)
-            space.set(global_params)
-            if space.buffers:
-                space.set_buffers(average_buffers(buffer_states, weights.to(device)))
-            score = lambda data: evaluate(model, data, problem.task, settings.eval_batch_size)
-            metrics = score(problem.target_test)
-            pseudo_correct = int((knowledge[kept].argmax(dim=1) == hidden_labels[kept]).sum())
-            # global model to every client, the source models forwarded to the target; models and counts
-            # up, and the target's domain weights
-            uplink = (len(sources) + 1) * (model_bytes + COUNT_BYTES) + (len(sources) + 1) * WEIGHT_BYTES
-            downlink = (len(sources) + 1) * model_bytes + len(sources) * model_bytes
-            record = round_record(
-                round_index,
-                "fda",
-                {"accuracy": metrics["accuracy"], "loss": metrics["loss"], **validation_metrics(problem, score)},
-                uplink,
-                downlink,
-                started,
-                confidence_gate=gate,
-                knowledge_fraction=target_count / len(unlabelled),
-                knowledge_accuracy=pseudo_correct / target_count
-                if target_count
-                else None,  # diagnostic: hidden labels, never trained on
-                consensus_focus=focus.tolist(),
-                domain_weights=weights.tolist(),
-            )
-            records.append(record)
-            if checkpoints is not None and checkpoints.due(round_index, settings.rounds):
-                buffers, mixup = space.get_buffers(), mixup_rng.bit_generator.state
-                checkpoints.save(
-                    loop_state(
-                        round_index + 1,
-                        generators,
-                        records,
-                        device,
-                        global_params=global_params,
-                        buffers=buffers,
-                        mixup=mixup,
-                    )
-                )
-            if on_round is not None:
-                on_round(record, settings.rounds)
-        return {
-            "metric": "accuracy",
-            "model_size": space.size,
-            "layer_names": list(space.layer_names),
-            "sources": [s.name for s in sources],
-            "rounds": records,
+        else:
+            target_update = torch.zeros_like(inputs.global_params)
+        focus = consensus_focus(probabilities, gate) if self.hparams["consensus_focus"] else torch.zeros(sources)
+        weights = domain_weights(focus, inputs.source_counts, target_count).to(inputs.global_params.dtype)
+        report = {
+            "consensus_focus": focus.reshape(-1),
+            "knowledge_fraction": torch.tensor(target_count / len(unlabelled), dtype=torch.float64),
         }
+        if target_count:  # diagnostic: the hidden labels, never trained on
+            correct = int((knowledge[kept].argmax(dim=1) == data.labels()[kept]).sum())
+            report["knowledge_accuracy"] = torch.tensor(correct / target_count, dtype=torch.float64)
+        return LocalReply(
+            LocalResult(target_update, steps, len(data)),
+            encode_generator(mixup_rng),
+            message=weights,
+            statistics=Knowledge(report),
+        )
+
+    def gate(self, inputs: RoundInputs) -> float:
+        return confidence_gate(
+            inputs.round_index, inputs.settings.rounds, self.hparams["gate_start"], self.hparams["gate_end"]
+        )
+
+    # -- the server (step 4) ------------------------------------------------------------------------------------
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        weights, report = inputs.target_message, inputs.target_statistics.values
+        source_models = [inputs.global_params + update for update in inputs.source_updates]
+        params = combine_models(weights, source_models, inputs.global_params + inputs.target_update)
+        accuracy = report.get("knowledge_accuracy")
+        log = {
+            "confidence_gate": self.gate(inputs),
+            "knowledge_fraction": float(report["knowledge_fraction"]),
+            "knowledge_accuracy": None if accuracy is None else float(accuracy),
+            "consensus_focus": report["consensus_focus"].tolist(),
+            "domain_weights": weights.tolist(),
+        }
+        return Aggregate(params - inputs.global_params, log, params=params, buffer_weights=weights)
+
+
+class Knowledge:
+    """What the target reports beside its update and domain weights, for the record: the consensus focus, the share
+    of its inputs with knowledge and (diagnostic) the knowledge's accuracy, as named tensors (`estimates`)."""
+
+    def __init__(self, values: dict[str, Tensor]):
+        self.values = values
+
+    def estimates(self) -> dict[str, Tensor]:
+        return self.values
+
+
+def mixup_generator(state: ClientState | None, seed: int | None) -> np.random.Generator:
+    """The target's mixup generator: as its last round left it (its client state), else fresh from the cell's seed."""
+    if state and "mixup" in state:
+        rng = np.random.default_rng()
+        rng.bit_generator.state = json.loads(bytes(state["mixup"].tolist()).decode())
+        return rng
+    return np.random.default_rng(stream(seed, "kd3a_mixup"))
+
+
+def encode_generator(rng: np.random.Generator) -> ClientState:
+    """The mixup generator's state as the target's client state (bytes of its JSON)."""
+    return {"mixup": torch.tensor(list(json.dumps(rng.bit_generator.state).encode()), dtype=torch.uint8)}
