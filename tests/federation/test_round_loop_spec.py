@@ -242,3 +242,31 @@ def test_local_settings_carry_the_optimiser_to_sources_and_target():
         assert (local.optimizer, local.momentum, local.weight_decay) == ("sgd", 0.9, 1e-3)
     assert (source.lr, source.batch_size, source.epochs) == (0.1, settings.source_batch_size, settings.local_epochs)
     assert (target.lr, target.batch_size, target.epochs) == (0.2, settings.target_batch_size, 3)
+
+
+def test_default_phases_are_the_warmup_then_the_rules_rounds():
+    """FedAvg warm-up over the sources alone, then the method's rounds (sources only where they keep training)."""
+    from fdabench.federation.rounds import default_phases
+    from fdabench.federation.rule_interface import Phase
+
+    settings = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 5, "warmup_rounds": 2})
+    assert default_phases(get_method("warmup_target_only"), settings, True) == [
+        Phase("warmup", 2, sources=True, target=False, step="fedavg"),
+        Phase("fda", 5, sources=False, target=True, step="rule"),
+    ]
+    assert default_phases(get_method("fedgp"), settings, False)[1] == Phase("fda", 5, sources=True, target=True)
+    assert default_phases(get_method("target_only"), settings, True)[0].rounds == 0  # no warm-up asked for
+
+
+def test_a_local_rounds_record_keeps_the_metric_the_loss_and_the_validation_scores_only():
+    from fdabench.federation.rounds import local_record
+
+    metrics = {"accuracy": 0.5, "loss": 1.0, "auc": 0.7, "global_accuracy": 0.1}
+    metrics |= {"source_val_accuracy": 0.4, "target_val_loss": 0.3}
+    assert local_record(metrics, "accuracy") == {
+        "accuracy": 0.5,
+        "loss": 1.0,
+        "source_val_accuracy": 0.4,
+        "target_val_loss": 0.3,
+    }
+    assert local_record({"mse": 2.0, "loss": 2.0}, "mse") == {"mse": 2.0, "loss": 2.0}
