@@ -206,6 +206,17 @@ class RoundLoopMethod(StatefulRules, Method):
         """Continue from `round_state()` of an interrupted run."""
 
 
+def every_client_update(inputs: RoundInputs) -> tuple[Tensor, Tensor]:
+    """(updates, sample counts) of the sources that answered, then the target's: the rows of a FedAvg over every
+    client (the personalised methods, FedBN)."""
+    updates = inputs.target_update.unsqueeze(0)
+    counts = torch.tensor([float(inputs.target_count)], device=updates.device)
+    if inputs.source_updates is not None:
+        updates = torch.cat([inputs.source_updates, updates])
+        counts = torch.cat([inputs.source_counts, counts])
+    return updates, counts
+
+
 METHODS: Registry[type[Method]] = Registry("method")
 
 

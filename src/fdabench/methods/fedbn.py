@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace, module_entries
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
 #: the layers FedBN keeps local
@@ -99,11 +99,7 @@ class FedBN(RoundLoopMethod):
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         """Σ_k w_k g_k over the sources and the target, w_k ∝ n_k (FedAvg; the BatchNorm entries stay zero)."""
-        updates = inputs.target_update.unsqueeze(0)
-        counts = torch.tensor([float(inputs.target_count)], device=updates.device)
-        if inputs.source_updates is not None:
-            updates = torch.cat([inputs.source_updates, updates])
-            counts = torch.cat([inputs.source_counts, counts])
+        updates, counts = every_client_update(inputs)
         if self.hparams["weighting"] == "uniform":
             counts = torch.ones_like(counts)
         return Aggregate(fedavg(updates, counts))

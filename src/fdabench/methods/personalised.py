@@ -36,7 +36,7 @@ from fdabench.federation.client import (
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
 BODY = "features."
@@ -59,11 +59,7 @@ class PersonalisedMethod(RoundLoopMethod):
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         """Σ_k w_k g_k over the sources and the target, w_k = n_k / Σ n (FedAvg over all clients)."""
-        updates = inputs.target_update.unsqueeze(0)
-        counts = torch.tensor([float(inputs.target_count)], device=updates.device)
-        if inputs.source_updates is not None:
-            updates = torch.cat([inputs.source_updates, updates])
-            counts = torch.cat([inputs.source_counts, counts])
+        updates, counts = every_client_update(inputs)
         return Aggregate(fedavg(updates, counts))
 
 
