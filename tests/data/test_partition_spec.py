@@ -533,6 +533,7 @@ def test_label_shift_per_class_deal_gives_every_source_the_same_class_mix_and_po
     assert not np.isin(source_labels, [8, 6, 9]).any() and np.isin(target_labels, [8, 6, 9]).all()
     assert get_partitioner("label_shift").default_options["deal"] == "per_class"
 
+
 # --- targets, defaults and option merging ---------------------------------------------------------------
 
 

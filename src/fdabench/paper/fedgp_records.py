@@ -87,7 +87,6 @@ def _noniid_rows(auto_decay: float, auto_target_batch: int | None, fmnist: bool,
     }
 
 
-
 def _label_shift_rows() -> dict[str, Row]:
     """Table 13's rows: main_noniid*.py's as for the noise tables (auto rules at the experiment's target batch 16),
     and the Oracle as oracle_noniid.py deals the target's partition (trains on 90%, tests on the first 10%)."""
@@ -105,6 +104,7 @@ def _label_shift_rows() -> dict[str, Row]:
         },
     )
     return rows
+
 
 # run_finetune_offline.sh (9b74449) runs every column twice; the tables print one Finetune_Offline row
 _FINETUNE_LAYERS = inferred(

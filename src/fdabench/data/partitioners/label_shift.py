@@ -103,7 +103,9 @@ def per_class_deal(
     for label in [*minority, *others]:
         shuffled = rng.permutation(np.flatnonzero(labels == label))
         cut = int(len(shuffled) * eta)
-        to_sources, to_target = (shuffled[:cut], shuffled[cut:]) if label in minority else (shuffled[cut:], shuffled[:cut])
+        to_sources, to_target = (
+            (shuffled[:cut], shuffled[cut:]) if label in minority else (shuffled[cut:], shuffled[:cut])
+        )
         for part, share in zip(source_parts, np.array_split(to_sources, sources)):
             part.append(share)
         target.append(to_target)
