@@ -55,10 +55,11 @@ def test_finetune_epochs_default_to_the_targets_epochs_in_an_fda_run(run_method)
     assert all(r["bytes_uplink"] == r["bytes_downlink"] == 0 for r in rounds[4:])
 
 
-@pytest.mark.parametrize("head_only", [False, True])
-def test_finetune_is_target_training_from_the_source_model(tiny_problem, tiny_settings, run_method, head_only):
-    """Reference: the source-only model, then the target's local epochs (its own batch stream), by hand."""
-    history = run_method("finetune_offline", {"finetune_epochs": 3, "head_only": head_only})
+@pytest.mark.parametrize("head_only, order", [(False, "shuffled"), (True, "shuffled"), (False, "fixed")])
+def test_finetune_is_target_training_from_the_source_model(tiny_problem, tiny_settings, run_method, head_only, order):
+    """Reference: the source-only model, then the target's local epochs (its own batch stream, in the target's
+    order), by hand."""
+    history = run_method("finetune_offline", {"finetune_epochs": 3, "head_only": head_only}, target_order=order)
     settings = tiny_settings
     model = build_cell_model(tiny_problem, settings, 0, torch.device("cpu"))
     run_rounds(SourceOnly(), tiny_problem, settings, 0, torch.device("cpu"), model=model)
@@ -71,7 +72,10 @@ def test_finetune_is_target_training_from_the_source_model(tiny_problem, tiny_se
     params, generator, expected = space.get(), client_generator(0, len(tiny_problem.sources)), []
     for _ in range(3):
         params = (
-            params + train_locally(space, params, data, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator).update
+            params
+            + train_locally(
+                space, params, data, LocalSettings(1e-3, 16, 1, shuffle=order == "shuffled"), F.cross_entropy, generator
+            ).update
         )
         space.set(params)
         model.eval()

@@ -51,8 +51,9 @@ def test_ditto_penalty_changes_the_personal_model_not_the_global_one(run_method)
     assert [r["loss"] for r in weak["rounds"]] != [r["loss"] for r in strong["rounds"]]
 
 
-def _target_local_training_losses(problem, settings, rounds):
-    """The target alone: local training from the initial model, round after round, with its batch stream."""
+def _target_local_training_losses(problem, settings, rounds, shuffle=True):
+    """The target alone: local training from the initial model, round after round, with its batch stream (in the
+    stored order where `shuffle` is False)."""
     model = build_cell_model(problem, settings, 0, torch.device("cpu"))
     space = ParameterSpace(model)
     params, generator, losses = space.get(), client_generator(0, len(problem.sources)), []
@@ -60,7 +61,12 @@ def _target_local_training_losses(problem, settings, rounds):
         params = (
             params
             + train_locally(
-                space, params, problem.target_labelled, LocalSettings(1e-3, 16, 1), F.cross_entropy, generator
+                space,
+                params,
+                problem.target_labelled,
+                LocalSettings(1e-3, 16, 1, shuffle=shuffle),
+                F.cross_entropy,
+                generator,
             ).update
         )
         space.set(params)
@@ -68,10 +74,13 @@ def _target_local_training_losses(problem, settings, rounds):
     return losses
 
 
-def test_apfl_alpha1_is_local_training(run_method, tiny_problem, tiny_settings):
-    """α = 1 (all weight on the local model v): v̄ = v, trained on the target's loss alone."""
-    losses = [r["loss"] for r in run_method("apfl", {"alpha": 1.0})["rounds"]]
-    assert losses == pytest.approx(_target_local_training_losses(tiny_problem, tiny_settings, 4), rel=1e-6)
+@pytest.mark.parametrize("order", ["shuffled", "fixed"])
+def test_apfl_alpha1_is_local_training(run_method, tiny_problem, tiny_settings, order):
+    """α = 1 (all weight on the local model v): v̄ = v, trained on the target's loss alone, its batches in the
+    target's order (`target_order`)."""
+    losses = [r["loss"] for r in run_method("apfl", {"alpha": 1.0}, target_order=order)["rounds"]]
+    expected = _target_local_training_losses(tiny_problem, tiny_settings, 4, shuffle=order == "shuffled")
+    assert losses == pytest.approx(expected, rel=1e-6)
 
 
 def test_apfl_alpha0_is_the_global_model(run_method):
@@ -151,10 +160,13 @@ def test_fedrep_without_head_training_is_the_global_model(run_method):
     assert _accuracies(history) == _accuracies(history, "global_accuracy")
 
 
-@pytest.mark.parametrize("task, batch_size", [("classification", 8), ("regression", 8), ("classification", 0)])
-def test_heads_trained_together_in_closed_form_equal_autograd_training_alone(task, batch_size):
+@pytest.mark.parametrize(
+    "task, batch_size, shuffle",
+    [("classification", 8, True), ("regression", 8, True), ("classification", 0, True), ("classification", 8, False)],
+)
+def test_heads_trained_together_in_closed_form_equal_autograd_training_alone(task, batch_size, shuffle):
     """Three clients (37, 35 and 33 samples: 5 batches of 8 each) train their heads together; each must
-    match train_locally of its head alone with its own generator."""
+    match train_locally of its head alone with its own generator (or in the stored order: `shuffle` False)."""
     from fdabench.federation.client import squared_error_loss
     from fdabench.methods.personalised import train_linear_heads
 
@@ -166,7 +178,7 @@ def test_heads_trained_together_in_closed_form_equal_autograd_training_alone(tas
     else:
         targets = [torch.randn(n, 3, generator=generator) for n in (37, 35, 33)]
     loss_fn = F.cross_entropy if task == "classification" else squared_error_loss
-    settings = LocalSettings(0.01, batch_size, 3, weight_decay=0.1)
+    settings = LocalSettings(0.01, batch_size, 3, weight_decay=0.1, shuffle=shuffle)
     starts = torch.stack([ParameterSpace(head).get() for head in heads])
     updates = train_linear_heads(
         starts, features, targets, settings, [torch.Generator().manual_seed(c) for c in range(3)]

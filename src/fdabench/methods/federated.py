@@ -52,9 +52,9 @@ class FinetuneOffline(SourceOnly):
     fine-tunes the final global model alone on its labelled samples, one round (phase "finetune", a "local" phase
     of the round loop: nothing crosses a client boundary, no byte is counted) per epoch. Each epoch is one local
     training call of the target's settings for one epoch, exactly a `target_only` round started from the source model
-    (fresh optimiser per call, as every local call here), its batches always shuffled (as ever: `target_order` does
-    not reach the fine-tuning). `head_only` freezes the body (`features`) and trains `head` alone, on the body's
-    features of the target's samples computed once, at the first epoch (kept in the target's client state)."""
+    (fresh optimiser per call, as every local call here), its batches in the target's order (`target_order`).
+    `head_only` freezes the body (`features`) and trains `head` alone, on the body's features of the target's samples
+    computed once, at the first epoch (kept in the target's client state)."""
 
     name = "finetune_offline"
     family = "baseline"
@@ -92,7 +92,7 @@ class FinetuneOffline(SourceOnly):
         """The target's fine-tuning epoch from the global model it holds (a source: FedAvg's local training)."""
         if client.role != "target":
             return None
-        one_epoch = replace(client.settings, epochs=1, shuffle=True)
+        one_epoch = replace(client.settings, epochs=1)
         if not self.hparams["head_only"]:
             return LocalReply(client.train(start, settings=one_epoch), state)
         model = client.space.model

@@ -111,9 +111,10 @@ def train_linear_heads(
     generators: list[torch.Generator],
 ) -> Tensor:
     """`train_locally` of C linear heads on fixed features, one per client, all at once: each client draws
-    its batch order from its own generator and takes the same optimiser steps as alone, but the C heads
-    step together through batched matrix products, with gradients in closed form instead of autograd (the
-    heads' many tiny steps are overhead-bound). The clients must share the number of batches per epoch.
+    its batch order from its own generator (none where `settings.shuffle` is False: the stored order) and takes the
+    same optimiser steps as alone, but the C heads step together through batched matrix products, with gradients in
+    closed form instead of autograd (the heads' many tiny steps are overhead-bound). The clients must share the number
+    of batches per epoch.
 
     Loss: cross-entropy for integer targets (∂/∂z = (softmax(z) − onehot(y)) / B), else the squared error
     Σ_k (z_k − y_k)² averaged over samples (∂/∂z = 2 (z − y) / B). `starts`: (C, K·D + K), each row the
@@ -154,7 +155,7 @@ def train_linear_heads(
             begin = step * batch
             row_weights[client, begin : min(begin + batch, size)] = 1.0 / (min(begin + batch, size) - begin)
     for _ in range(settings.epochs):
-        if steps > 1:  # a full batch draws no permutation, as in train_locally
+        if steps > 1 and settings.shuffle:  # a full batch, or the stored order, draws no permutation (train_locally)
             rows_of = rows_of.clone()
             for client, (size, generator) in enumerate(zip(sizes, generators)):
                 rows_of[client, :size] = torch.randperm(size, generator=generator).to(device) + offsets[client]
@@ -334,7 +335,10 @@ class APFL(PersonalisedMethod):
         global_optimizer = make_optimizer(space.parameters, local)
         personal_optimizer = make_optimizer(personal.parameters, local)
         steps = 0
-        for batch in batch_indices(len(data), local.batch_size, local.epochs, client.generator, data.x.device):
+        batches = batch_indices(
+            len(data), local.batch_size, local.epochs, client.generator, data.x.device, local.shuffle
+        )
+        for batch in batches:
             x, y = data.inputs(batch), data.labels(batch)
             with torch.no_grad():  # v̄ = α v + (1 − α) w at the step's start
                 for mixed, v, w in zip(mixture.parameters, personal.parameters, space.parameters):
