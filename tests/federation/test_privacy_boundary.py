@@ -7,8 +7,9 @@ tensor that shares memory with a client's inputs, labels, auxiliary labels or no
 server forwards them; where the target starts from (`target_start`) is the server's choice, sent down as
 one model. Each round's logged bytes equal the bytes of what the test sees cross (float32 parameters, 8
 bytes per sample count, the estimates as held: 8 bytes per value, the clients' messages up and the server's
-broadcast down to every training client: SCAFFOLD's Δc_i and c, f-DANN's and f-WDGRL's target features), the
-accounting docs/methods.md describes.
+broadcast down to every training client: SCAFFOLD's Δc_i and c, f-DANN's and f-WDGRL's target features; Co-MDA's
+queries down to the sources only and their answers up and on to the target), the accounting docs/methods.md
+describes.
 """
 
 import dataclasses
@@ -57,14 +58,16 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
     def server(inputs):
         sent = [t for t in (inputs.source_messages, inputs.target_message) if t is not None]
         broadcast = 0 if inputs.broadcast is None else 4 * inputs.broadcast.numel()
-        messages = (sum(4 * t.numel() for t in sent), broadcast)  # bytes up, and down to each training client
+        # bytes up, down to each training client, and the sources' messages the server forwards to the target
+        answers = 4 * inputs.source_messages.numel() if inputs.source_messages is not None else 0
+        messages = (sum(4 * t.numel() for t in sent), broadcast, answers * method.target_receives_source_messages)
         received.append(
             (inputs.source_updates is not None, inputs.target_update is not None, reachable_tensors(inputs), messages)
         )
         return aggregate(inputs)
 
     def fedavg_round(updates, counts):  # warm-up rounds and rounds without a training target
-        received.append((True, False, [updates, counts], (0, 0)))
+        received.append((True, False, [updates, counts], (0, 0, 0)))
         return fedavg(updates, counts)
 
     def observer(context):  # runs at the target: the sources' updates only where the server forwards them
@@ -86,9 +89,11 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
     shared = m - (int(method.local.sum()) if method.keeps_client_state and hasattr(method, "local") else 0)
     if name == "fedrep":  # only the shared body crosses; every head stays with its client
         shared = method.body_size
+    if name == "comda":  # no parameter crosses: black-box sources, and the target's networks stay with it
+        shared = 0
     shapes = {(SOURCES, m), (SOURCES,), (m,), ()} | method.message_shapes()
     data = _data_storages(problem)
-    for (sources_sent, target_sent, tensors, (up, down)), record in zip(received, exchanged, strict=True):
+    for (sources_sent, target_sent, tensors, (up, down, answers)), record in zip(received, exchanged, strict=True):
         for tensor in tensors:
             assert tensor.untyped_storage().data_ptr() not in data, f"{name}: client data reached the server"
             assert tuple(tensor.shape) in shapes, f"{name}: {tuple(tensor.shape)}"
@@ -101,10 +106,12 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         ):
             estimates = (4 * SOURCES + 3) * 8  # σ², B, ‖Ḡ‖² and d², τ²d², δ, δ' per source, 8 bytes each
         uplink = SOURCES * (4 * shared + 8) * sources_sent + (4 * shared + 8) * target_sent + estimates + up
-        # each training client gets the model it starts from and the broadcast; the target also the sources'
-        # updates, if forwarded
+        # each training client gets the model it starts from and the broadcast (the target only where the method sends
+        # it there); the target also the sources' updates and messages, if forwarded
         forwarded = SOURCES * 4 * m * (target_sent and sources_sent and method.target_receives_source_updates)
-        downlink = (SOURCES * sources_sent + target_sent) * (4 * shared + down) + forwarded
+        forwarded += answers * target_sent
+        target_down = 4 * shared + down * method.broadcast_to_target
+        downlink = SOURCES * sources_sent * (4 * shared + down) + target_sent * target_down + forwarded
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink), (name, record["round"])
 
 

@@ -49,6 +49,7 @@ CLIENT_STATE_AND_PLAIN = [
     "fedavg_finetune",
     "gp",
     "kd3a",
+    "comda",
 ]
 WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
@@ -279,6 +280,8 @@ def _with_client_state(params, method):
         train = raw["suites"]["tiny"].setdefault("train", {})
         train.update({"source_lr": 1e-2, "target_batch_size": 4})  # the target's own settings unused: KD3A's are
         train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
+    if method == "comda":  # the target's networks train from round 1 (after its queries' round), so every round differs
+        raw["methods"]["comda"] = {"warm_target": 1}
     return validate_params(raw)
 
 
@@ -293,8 +296,9 @@ def test_every_round_loop_method_has_a_flower_equivalence_case():
 
 @pytest.mark.parametrize("method", CLIENT_STATE_AND_PLAIN)
 def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
-    """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads and
-    Finetune_Offline's frozen features live in each site's node state between rounds: the simulation's records
+    """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads,
+    Finetune_Offline's frozen features and Co-MDA's source models, target networks and ensembles live in each site's
+    node state between rounds: the simulation's records
     (metrics, bytes with c and Δc_i, the shared entries only, the fine-tuning epochs' none) equal the in-process loop's.
     A personalised method's predictor never leaves the target: over Flower no source scores it (no `source_val_*`)."""
     root, params = tiny_inputs
@@ -311,6 +315,8 @@ def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inp
     assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
     if method == "kd3a":  # the knowledge vote and the mixup ran at the target site
         assert any(record["knowledge_fraction"] > 0 for record in history["rounds"])
+    if method == "comda":  # the sources answered the queries, and the target weighed them
+        assert all(len(record["source_weights"]) == 2 for record in history["rounds"][1:])
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ indices of one cell meet, for up to `CHECKED_CLIENTS` clients and `CHECKED_ROUND
 to share a seed with another by accident have offsets of their own: the model's initialisation and the theory
 check's draws (the seed itself and seed + 1: at seed 0, source 0's and source 1's batch streams), KD3A's mixup (the
 target's batch stream), FedDaDiL's dictionary clients (the encoder's batch streams) and classifiers (batch streams
-of the round's index).
+of the round's index). Not in the table, as it derives from no seed: Co-MDA's second target network is drawn from a
+CRC-32 of the first's initial parameters (themselves from `model_init`), the same wherever the cell's model is built.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PURPOSES: dict[str, Purpose] = {
     "target_noise": Purpose(SEED_STRIDE, 104_729, 0, "the target's feature noise (fixed, or redrawn at each read)"),
     "auto_estimation": Purpose(SEED_STRIDE, 0, 7919, "auto-weighting's estimation batches, index round + 1"),
     "kd3a_mixup": Purpose(SEED_STRIDE, 199_999, 0, "KD3A's mixup coefficients (numpy)"),
+    "comda_mixup": Purpose(SEED_STRIDE, 399_989, 0, "Co-MDA's mixup coefficients at the target (numpy)"),
     "dadil_clients": Purpose(SEED_STRIDE, 499_979, 1, "FedDaDiL's dictionary clients' sample order, index k"),
     "dadil_classifier": Purpose(SEED_STRIDE, 299_993, 1, "FedDaDiL's classifiers, index the dictionary round"),
     "dadil_atoms": Purpose(SEED_STRIDE, 999_983, 0, "FedDaDiL's initial atoms"),

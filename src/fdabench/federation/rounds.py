@@ -16,7 +16,10 @@ global buffers become the target's after a round in which the target trained (th
 the target domain), and the sample-weighted source average otherwise; a method may weigh them itself
 (`Aggregate.buffer_weights`: KD3A's domain weights over the sources and the target), and may set θ itself
 (`Aggregate.params`: KD3A's weighted average of the models). A method whose target receives the source updates may
-have it receive the sources' buffers with them (`target_receives_source_buffers`: `RoundInputs.source_buffers`).
+have it receive the sources' buffers with them (`target_receives_source_buffers`: `RoundInputs.source_buffers`), and a
+method may have the server forward the sources' messages to the target (`target_receives_source_messages`: Co-MDA's
+source predictions) and keep its broadcast from the target (`broadcast_to_target`: Co-MDA's queries go to the sources
+only); both are counted where they cross.
 """
 
 from __future__ import annotations
@@ -210,12 +213,14 @@ def run_rounds(
             inputs.target_statistics = reply.statistics
             inputs.target_message = reply.message
             if counted:
-                downlink += update_bytes + broadcast_bytes
+                downlink += update_bytes + (broadcast_bytes if method.broadcast_to_target else 0)
                 uplink += update_bytes + COUNT_BYTES
             if counted and reply.message is not None:
                 uplink += reply.message.numel() * reply.message.element_size()
             if method.target_receives_source_updates and inputs.source_updates is not None:
                 downlink += len(inputs.source_updates) * update_bytes
+            if method.target_receives_source_messages and inputs.source_messages is not None:
+                downlink += inputs.source_messages.numel() * inputs.source_messages.element_size()
 
         # no source answered (the target's update alone, or no step in a source-only round), or the target trained
         # alone in a local round

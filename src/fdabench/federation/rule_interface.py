@@ -34,13 +34,22 @@ class RoundInputs:
     target_steps: int = 0
     target_statistics: Any = None  # what the method's target observer accumulated
     source_names: tuple[str, ...] = ()  # of the sources that answered
-    source_messages: Tensor | None = None  # (N, k) the answered sources' extra messages (SCAFFOLD's Δc_i)
+    #: (N, k...) the answered sources' extra messages (SCAFFOLD's Δc_i; at the target only where the method has the
+    #: server forward them, `target_receives_source_messages`: Co-MDA's source predictions)
+    source_messages: Tensor | None = None
     target_message: Tensor | None = None  # (k,)
     source_total: int = 0  # every source of the cell, asked this round or not (SCAFFOLD's N)
-    broadcast: Tensor | None = None  # what the server sent every training client beside θ (SCAFFOLD's c)
+    #: what the server sent every training client beside θ (SCAFFOLD's c; the sources only where the method's
+    #: `broadcast_to_target` is False: `target_broadcast`)
+    broadcast: Tensor | None = None
     #: the answered sources' buffers (BatchNorm statistics), in source order, where the model has buffers: forwarded to
     #: the target with the source updates (`target_receives_source_buffers`: KD3A's source models with their buffers)
     source_buffers: list[list[Tensor]] | None = None
+
+
+def target_broadcast(method: RoundRules, inputs: RoundInputs) -> Tensor | None:
+    """The round's broadcast as it reaches the target: none where the method sends it to the sources only."""
+    return inputs.broadcast if method.broadcast_to_target else None
 
 
 @dataclass
@@ -99,6 +108,8 @@ class RoundRules(Protocol):
     warmup: bool
     target_receives_source_updates: bool
     target_receives_source_buffers: bool
+    target_receives_source_messages: bool
+    broadcast_to_target: bool
     keeps_client_state: bool
     state_clients: str
     personalised: bool

@@ -34,7 +34,7 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.participation import dropped_sources
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.records import primary_metric
-from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext
+from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext, target_broadcast
 from fdabench.federation.validation import validation_metrics
 
 
@@ -141,7 +141,7 @@ def train_target(
         proximal=method.local_proximal(),
         correction=plan.correction,
     )
-    reply = train_with_state(method, space, state, start, inputs.broadcast, settings, train)
+    reply = train_with_state(method, space, state, start, target_broadcast(method, inputs), settings, train)
     return TargetRound(reply.result, statistics, space.get_buffers(), reply.message, reply.state)
 
 
@@ -194,7 +194,7 @@ def train_target_round(
     one for the target (Ditto's global copy and personal model, Finetune_Offline's epoch), else `train_target`."""
     space.set(start)
     client = LocalClient(space, data, settings, loss_fn, generator, "target", inputs=inputs, seed=seed)
-    own = method.local_round(client, state, start, inputs.broadcast)
+    own = method.local_round(client, state, start, target_broadcast(method, inputs))
     if own is None:
         return train_target(method, space, data, inputs, start, settings, loss_fn, generator, seed, state)
     return TargetRound(own.result, own.statistics, space.get_buffers(), own.message, own.state)

@@ -143,6 +143,7 @@ def handle_train(message: Message, context: Context, defaults: dict[str, Any]) -
             source_counts=values.get("source_counts"),
             source_steps=values.get("source_steps"),
             source_buffers=_per_source(messages.listed(values, "source_buffers"), len(site.space.buffers)),
+            source_messages=values.get("source_messages"),
             source_names=tuple(json.loads(str(config["source_names"]))),
             broadcast=values.get("broadcast"),
         )

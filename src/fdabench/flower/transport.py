@@ -38,7 +38,7 @@ from torch import Tensor
 
 from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.rule_interface import RoundInputs
+from fdabench.federation.rule_interface import RoundInputs, target_broadcast
 from fdabench.federation.sites import SourceRound, TargetRound
 from fdabench.federation.validation import SOURCE_PREFIX, TARGET_PREFIX, mean_metrics
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES, messages
@@ -181,7 +181,9 @@ class FlowerSites:
             source_buffers=[b for buffers in inputs.source_buffers for b in buffers]
             if forwarded and inputs.source_buffers
             else None,
-            broadcast=inputs.broadcast,
+            # the sources' messages, where the server forwards them (Co-MDA's predictions on the target's queries)
+            source_messages=inputs.source_messages if self.method.target_receives_source_messages else None,
+            broadcast=target_broadcast(self.method, inputs),
             **({} if torch.equal(start, inputs.global_params) else {"global": inputs.global_params}),
         )
         config = {

@@ -6,6 +6,7 @@ from fdabench.methods import (  # noqa: F401
     adversarial,
     auto,
     baselines,
+    comda,
     dadil,
     fda,
     fedbn,

@@ -137,6 +137,10 @@ class RoundLoopMethod(StatefulRules, Method):
     target_receives_source_updates: ClassVar[bool] = False
     #: whether the sources' buffers (BatchNorm statistics) reach the target with their updates (KD3A's source models)
     target_receives_source_buffers: ClassVar[bool] = False
+    #: whether the server forwards the sources' messages to the target before it trains (Co-MDA's predictions)
+    target_receives_source_messages: ClassVar[bool] = False
+    #: whether the method's `broadcast` reaches the target too (False: the sources only, Co-MDA's queries)
+    broadcast_to_target: ClassVar[bool] = True
     resumes = True
 
     def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):
