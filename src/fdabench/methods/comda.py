@@ -49,10 +49,8 @@ parameters), the final round's metric (the code reports the best test accuracy o
 from __future__ import annotations
 
 import copy
-import json
 import math
 import zlib
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -60,12 +58,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.methods.kd3a import Knowledge
+from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
 QUERY_CHUNK = 4096  # target inputs a source predicts at once
 
@@ -275,13 +273,7 @@ class CoMDA(RoundLoopMethod):
         """Every domain trains alike (the code's one learning rate and batch size): the target's networks with the
         sources' learning rate, batch size and local epochs, in shuffled order."""
         self.rounds = settings.rounds
-        return replace(
-            settings,
-            target_lr=settings.source_lr,
-            target_batch_size=settings.source_batch_size,
-            target_local_epochs=settings.local_epochs,
-            target_order="shuffled",
-        )
+        return like_a_source(settings)
 
     def update_bytes(self, space: ParameterSpace) -> int:
         return 0  # no parameter crosses: the sources are black boxes and the target's networks stay with it
@@ -339,10 +331,10 @@ class CoMDA(RoundLoopMethod):
         inputs: RoundInputs = client.inputs
         data, pair = client.data, client.space.model
         queries = data.inputs()
-        mixup_rng = _mixup_generator(state, client.seed)
+        mixup_rng = mixup_generator(state, client.seed, "comda_mixup")
         answers = inputs.source_messages  # (K, n_T · C), flat per source
         if answers is None:  # no answer yet: (re)send the queries
-            kept = {**state, **_encode(mixup_rng)}
+            kept = {**state, **encode_generator(mixup_rng)}
             message = queries.reshape(-1).clone()
             return LocalReply(LocalResult(torch.zeros_like(start), 0, len(data)), kept, message=message)
         answers = answers.reshape(len(answers), len(queries), -1)
@@ -390,7 +382,7 @@ class CoMDA(RoundLoopMethod):
             "second": networks[1],
             "ensemble": ensembled,
             "updates": torch.tensor(updates + 1),
-            **_encode(mixup_rng),
+            **encode_generator(mixup_rng),
         }
         report = {
             "source_weights": weights.to(torch.float64),
@@ -449,15 +441,3 @@ def _reinitialised(model: nn.Module) -> nn.Module:
             if module is not second and hasattr(module, "reset_parameters"):
                 module.reset_parameters()
     return second
-
-
-def _mixup_generator(state: ClientState, seed: int | None) -> np.random.Generator:
-    if "mixup" in state:
-        rng = np.random.default_rng()
-        rng.bit_generator.state = json.loads(bytes(state["mixup"].tolist()).decode())
-        return rng
-    return np.random.default_rng(stream(seed, "comda_mixup"))
-
-
-def _encode(rng: np.random.Generator) -> ClientState:
-    return {"mixup": torch.tensor(list(json.dumps(rng.bit_generator.state).encode()), dtype=torch.uint8)}

@@ -23,8 +23,6 @@ mixup generator is its client state (kept at its site and in checkpoints); its m
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,11 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fdabench.core.streams import stream
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
 
@@ -198,13 +196,7 @@ class KD3A(RoundLoopMethod):
 
     def fda_settings(self, settings):
         """KD3A trains every domain alike: the target with the sources' learning rate, batch size and local epochs."""
-        return replace(
-            settings,
-            target_lr=settings.source_lr,
-            target_batch_size=settings.source_batch_size,
-            target_local_epochs=settings.local_epochs,
-            target_order="shuffled",
-        )
+        return like_a_source(settings)
 
     def update_bytes(self, space: ParameterSpace) -> int:
         """Models cross with their buffers (BatchNorm statistics), both ways and to the target."""
@@ -221,7 +213,7 @@ class KD3A(RoundLoopMethod):
             return None  # a source trains on its labelled data
         inputs: RoundInputs = client.inputs
         space, data = client.space, client.data
-        mixup_rng = mixup_generator(state, client.seed)
+        mixup_rng = mixup_generator(state, client.seed, "kd3a_mixup")
         if inputs.source_updates is None:  # no source answered: no knowledge, no step
             zero = torch.zeros_like(start)
             return LocalReply(LocalResult(zero, 0, len(data)), encode_generator(mixup_rng))
@@ -302,17 +294,3 @@ class Knowledge:
 
     def estimates(self) -> dict[str, Tensor]:
         return self.values
-
-
-def mixup_generator(state: ClientState | None, seed: int | None) -> np.random.Generator:
-    """The target's mixup generator: as its last round left it (its client state), else fresh from the cell's seed."""
-    if state and "mixup" in state:
-        rng = np.random.default_rng()
-        rng.bit_generator.state = json.loads(bytes(state["mixup"].tolist()).decode())
-        return rng
-    return np.random.default_rng(stream(seed, "kd3a_mixup"))
-
-
-def encode_generator(rng: np.random.Generator) -> ClientState:
-    """The mixup generator's state as the target's client state (bytes of its JSON)."""
-    return {"mixup": torch.tensor(list(json.dumps(rng.bit_generator.state).encode()), dtype=torch.uint8)}
