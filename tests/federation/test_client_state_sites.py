@@ -4,6 +4,7 @@ its own BatchNorm layers, each source scores its validation split with its own, 
 loop set it. Round-level facts: a warm-up round sends no broadcast; a round with no source answering is the target's
 update alone."""
 
+import dataclasses
 import time
 
 import pytest
@@ -230,3 +231,52 @@ def test_fedrep_heads_trained_together_equal_each_clients_own_round(problem):
         torch.testing.assert_close(state["head"], heads[index], rtol=1e-5, atol=1e-7)
         torch.testing.assert_close(result.update, together.results[index].update, rtol=1e-5, atol=1e-7)
         assert not result.update[method.body_size :].any()  # the head never leaves its client
+
+
+def test_fedrep_sources_of_a_model_without_buffers_train_their_heads_in_one_call(problem, monkeypatch):
+    """In process the sources' rounds go to `local_rounds` together, once per source round (the vectorised heads),
+    and a source's own `local_round` is not called."""
+    method = get_method("fedrep")
+    sites, space, settings = _sites(method, problem, TINY_TRAIN)
+    together, alone = [], []
+    local_rounds, local_round = method.local_rounds, method.local_round
+    monkeypatch.setattr(
+        method, "local_rounds", lambda clients, *rest: together.append(len(clients)) or local_rounds(clients, *rest)
+    )
+    monkeypatch.setattr(
+        method, "local_round", lambda client, *rest: alone.append(client.role) or local_round(client, *rest)
+    )
+    sites.train_sources(space.get(), rounds.local_settings(settings)[0])
+    assert together == [len(problem.sources)] and alone == []
+
+
+def test_a_source_s_own_round_gets_the_broadcast(problem):
+    """Co-MDA's sources answer the queries the server broadcast, from their own round (`local_round`)."""
+    method = get_method("comda")
+    sites, space, settings = _sites(method, problem, TINY_TRAIN)
+    queries = torch.cat([problem.target_labelled.x, problem.target_unlabelled.x])
+    replies = sites.train_sources(space.get(), rounds.local_settings(settings)[0], broadcast=queries.reshape(-1))
+    assert [m.shape for m in replies.messages] == [(len(queries) * problem.num_outputs,)] * len(problem.sources)
+
+
+def test_a_target_s_own_round_draws_from_the_target_s_batch_stream(problem):
+    """Finetune_Offline's epoch at the target (its `local_round`) is the target's local training from its own stream."""
+    from fdabench.federation.client import train_locally
+    from fdabench.federation.sites import client_generator
+
+    method = get_method("finetune_offline")
+    sites, space, settings = _sites(method, problem, TINY_TRAIN)
+    _, target_local = rounds.local_settings(settings)
+    start = space.get()
+    inputs = RoundInputs(0, start, space.layer_sizes, settings, space.layer_names)
+    reply = sites.train_target(inputs, start, target_local)
+    expected = train_locally(
+        space,
+        start,
+        problem.target_labelled,
+        dataclasses.replace(target_local, epochs=1),
+        sites.loss_fn,
+        client_generator(0, len(problem.sources)),
+    )
+    assert target_local.batch_size < len(problem.target_labelled)  # the batch order is drawn
+    assert torch.equal(reply.result.update, expected.update)
