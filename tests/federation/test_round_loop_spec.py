@@ -270,3 +270,77 @@ def test_a_local_rounds_record_keeps_the_metric_the_loss_and_the_validation_scor
         "target_val_loss": 0.3,
     }
     assert local_record({"mse": 2.0, "loss": 2.0}, "mse") == {"mse": 2.0, "loss": 2.0}
+
+
+def _with_phases(method, phases):
+    method.phases = lambda settings, has_sources: phases
+    return method
+
+
+def test_a_local_phase_makes_theta_the_targets_model_without_a_server_step(problem):
+    """A "local" round: θ becomes the target's model whatever the server's learning rate (the same losses as a rule
+    round that adds the target's update at server_lr 1), nothing is counted, and the record keeps the metric and the
+    loss only."""
+    from fdabench.federation.rule_interface import Phase
+
+    local = _with_phases(Probe(), [Phase("finetune", 2, sources=False, step="local")])
+    rule = _with_phases(Probe(), [Phase("fda", 2, sources=False, step="rule")])
+    tuned = run_rounds(local, problem, replace(SETTINGS, server_lr=0.5), 0, CPU)["rounds"]
+    stepped = run_rounds(rule, problem, replace(SETTINGS, server_lr=1.0), 0, CPU)["rounds"]
+    assert [r["loss"] for r in tuned] == [r["loss"] for r in stepped]
+    assert [r["accuracy"] for r in tuned] == [r["accuracy"] for r in stepped]
+    assert all(r["bytes_uplink"] == r["bytes_downlink"] == 0 for r in tuned)
+    assert set(stepped[0]) - set(tuned[0]) == {"auc"}  # what a local round's record leaves out
+
+
+class _RecordedSites:
+    """Any sites, with the sources' and the target's replies and what the target was handed kept per round."""
+
+    def __init__(self, inner):
+        self.inner, self.rounds = inner, []
+        self.source_names, self.source_counts, self.has_target = inner.source_names, inner.source_counts, True
+
+    def train_sources(self, *args, **kwargs):
+        replies = self.inner.train_sources(*args, **kwargs)
+        self.rounds.append({"sources": replies})
+        return replies
+
+    def train_target(self, inputs, start, settings):
+        reply = self.inner.train_target(inputs, start, settings)
+        self.rounds[-1] |= {"forwarded": inputs.source_buffers, "target": reply}
+        return reply
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_kd3a_gets_the_source_buffers_and_the_server_weighs_the_buffers_by_its_weights(problem):
+    """KD3A's target receives each source's buffers with its model (`target_receives_source_buffers`); after the
+    round the global buffers are the sources' and the target's averaged with the domain weights (`buffer_weights`)."""
+    from fdabench.federation.parameters import average_buffers
+
+    settings = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 2, "model_options": {"hidden": [16], "norm": "batch"}})
+    recorded, after = [], []
+    method = get_method("kd3a")
+
+    def hook(sites):
+        recorded.append(_RecordedSites(sites))
+        return recorded[0]
+
+    def after_round(record, total):
+        after.append((record, [b.detach().clone() for b in model.buffers()]))
+
+    model = build_cell_model(problem, settings, 0, CPU)
+    run_rounds(method, problem, settings, 0, CPU, on_round=after_round, model=model, sites_hook=hook)
+    assert len(after) == len(recorded[0].rounds) == 2
+    for (record, buffers), seen in zip(after, recorded[0].rounds, strict=True):
+        sources = seen["sources"].buffers
+        assert len(sources) == len(problem.sources) and all(len(b) == len(buffers) for b in sources)
+        assert all(
+            all(torch.equal(f, s) for f, s in zip(forwarded, source))
+            for forwarded, source in zip(seen["forwarded"], sources, strict=True)
+        )
+        weights = torch.tensor(record["domain_weights"])
+        expected = average_buffers([*sources, seen["target"].buffers], weights)
+        assert all(torch.allclose(b, e) for b, e in zip(buffers, expected, strict=True))
+        assert not torch.allclose(buffers[0], sources[0][0])  # (not one client's buffers)
