@@ -23,6 +23,7 @@ from fdabench.cell.result import read_cell
 from fdabench.paper.gaps import MEASURED_CAUSES
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import (
+    NOT_COUNTED,
     PUBLISHED,
     PUBLISHED_AVERAGES,
     SOURCES,
@@ -65,6 +66,7 @@ SUMMARY_COLUMNS = [
     "from_older_commit",
 ]
 OLDER_COMMIT = " (older commit)"  # the mark of a row whose cells ran an older version of their code
+NOT_COUNTED_MARK = " (not counted)"  # the mark of a row whose published value `NOT_COUNTED` leaves out
 
 
 def older_commit(cell: dict[str, Any]) -> bool:
@@ -227,9 +229,10 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
     rows that rest on cells from an older commit only (a row that current cells match never counts those)."""
     rows = []
     row_keys = ["target", "method_key"]
-    table = table[~_superseded(table)]
+    table = table[~_superseded(table) & ~_not_counted(table)]
     for key in dict.fromkeys(table["published_table"]):
         ours = table[(table["published_table"] == key) & (table["target"] != AVERAGE)]
+        left_out = {method for table_key, method in NOT_COUNTED if table_key == key}
         unchanged = ours[ours["changes"] == ""]
         faithful, inferred = unchanged[unchanged["inferred"] == ""], unchanged[unchanged["inferred"] != ""]
         # a row matched on the published settings by one cell never counts again as resting on an inference
@@ -239,7 +242,7 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
             {
                 "published_table": key,
                 "source": SOURCES.get(key, ""),
-                "published_rows": sum(len(methods) for methods in PUBLISHED.get(key, {}).values()),
+                "published_rows": sum(len(set(methods) - left_out) for methods in PUBLISHED.get(key, {}).values()),
                 "matched": _rows_of(ours),
                 "on_published_settings": _rows_of(faithful),
                 "on_inferred_settings": _rows_of(inferred),
@@ -249,6 +252,12 @@ def paper_vs_ours_summary(table: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _not_counted(table: pd.DataFrame) -> pd.Series:
+    """Whether each row's published value is one `NOT_COUNTED` leaves out of the counts."""
+    pairs = zip(table["published_table"], table["method_key"], strict=True)
+    return pd.Series([pair in NOT_COUNTED for pair in pairs], index=table.index, dtype=bool)
 
 
 def _superseded(table: pd.DataFrame) -> pd.Series:
@@ -269,9 +278,9 @@ def _older(table: pd.DataFrame) -> pd.Series:
 def largest_gaps(table: pd.DataFrame, count: int = LARGEST_GAPS) -> pd.DataFrame:
     """Per published table, the `count` rows on the published record (no change flagged) furthest from their
     published number and more than WITHIN_POINTS off, each with what its runs measured (`measured_cause`); a row of
-    cells from an older commit only where no current cell matches its published row."""
+    cells from an older commit only where no current cell matches its published row; never a `NOT_COUNTED` row."""
     ours = with_gap_causes(table)
-    ours = ours[(ours["measured_cause"] != "") & (ours["target"] != AVERAGE) & ~_superseded(ours)]
+    ours = ours[(ours["measured_cause"] != "") & (ours["target"] != AVERAGE) & ~_superseded(ours) & ~_not_counted(ours)]
     ours = ours.assign(gap=ours["difference"].abs()).sort_values(["published_table", "gap"], ascending=[True, False])
     picked = ours.groupby("published_table", sort=False).head(count)
     picked = picked.assign(older_commit=_older(picked))
@@ -400,16 +409,21 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
         summary = summary.drop(columns="from an older commit")
     changes, inferred = _legend(table["changes"]), _legend(table["inferred"])
 
-    def marked(method: str, change: str, inference: str, old: bool = False) -> str:
+    left_out = _not_counted(table)
+
+    def marked(method: str, change: str, inference: str, old: bool = False, uncounted: bool = False) -> str:
         mark = f" [{changes.index(change) + 1}]" if change else ""
         mark += f" (i{inferred.index(inference) + 1})" if inference and not change else ""
-        return method + mark + (OLDER_COMMIT if old else "")
+        return method + mark + (OLDER_COMMIT if old else "") + (NOT_COUNTED_MARK if uncounted else "")
 
     rows = pd.DataFrame(
         {
             "published table": table["published_table"],
             "target": table["target"],
-            "method": [marked(*values) for values in zip(table["method"], table["changes"], table["inferred"], older)],
+            "method": [
+                marked(*values)
+                for values in zip(table["method"], table["changes"], table["inferred"], older, left_out, strict=True)
+            ],
             "published": [f"{value:.2f}" for value in table["published"]],
             "ours": [
                 f"{mean:.2f}" + ("" if math.isnan(std) else f" ± {std:.2f}")
@@ -422,6 +436,10 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     notes = ["Ours: mean ± sample std over seeds of each run's final metric (mean of its last rounds)."]
     if older.any():
         notes.append(OLDER_COMMIT_NOTE)
+    uncounted = dict.fromkeys(zip(table["published_table"][left_out], table["method_key"][left_out], strict=True))
+    if uncounted:
+        notes.append(f"Rows marked{NOT_COUNTED_MARK} are shown but left out of every count:")
+        notes += [f"- {key} {method}: {NOT_COUNTED[(key, method)]}." for key, method in uncounted]
     if changes:
         notes.append(
             "Rows marked [k] ran a setting other than the published protocol of their row "
