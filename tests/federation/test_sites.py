@@ -216,3 +216,17 @@ def test_local_sites_count_the_cohorts_a_source_round_trains():
     make = lambda cohort: LocalSites(method, problem, space, loss_fn, 0, cohort, torch.device("cpu"), 1024)
     # the two sources of 20 samples train as one cohort, the one of 30 alone; one by one: no cohort
     assert make("on").cohorts_per_round == 1 and make("off").cohorts_per_round == 0
+
+
+def test_the_unlabelled_split_is_every_training_input_with_no_label_at_all():
+    """`target_split: unlabelled` (f-DANN, f-WDGRL, Co-MDA): the labelled and the unlabelled inputs, in that order,
+    every label -1 and no auxiliary label, under a name of its own; the other splits as named."""
+    from fdabench.federation.sites import target_training_data
+
+    labelled, unlabelled = aux_client("t_lab", 6, seed=1), aux_client("t_unl", 9, seed=2)
+    data = target_training_data("unlabelled", labelled, unlabelled)
+    assert data.name == "target_inputs" and torch.equal(data.x, torch.cat([labelled.x, unlabelled.x]))
+    assert data.y.shape == (15,) and (data.y == -1).all() and data.aux == {}
+    assert labelled.aux and (labelled.y >= 0).all()  # the clients' own data keep their labels
+    assert target_training_data("labelled", labelled, unlabelled) is labelled
+    assert target_training_data(None, labelled, unlabelled) is None
