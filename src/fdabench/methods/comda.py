@@ -243,7 +243,6 @@ class CoMDA(RoundLoopMethod):
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         super().__init__(hparams)
-        self.rounds = 1
         self.queries: Tensor | None = None  # at the server: the target's inputs, broadcast to the sources
         self.query_shape: tuple[int, ...] = ()
         self.sources, self.classes = 0, 0
@@ -272,7 +271,6 @@ class CoMDA(RoundLoopMethod):
     def fda_settings(self, settings):
         """Every domain trains alike (the code's one learning rate and batch size): the target's networks with the
         sources' learning rate, batch size and local epochs, in shuffled order."""
-        self.rounds = settings.rounds
         return like_a_source(settings)
 
     def update_bytes(self, space: ParameterSpace) -> int:
@@ -286,8 +284,7 @@ class CoMDA(RoundLoopMethod):
     # -- client state -----------------------------------------------------------------------------------------------
     def client_state(self, space: ParameterSpace) -> ClientState:
         """A source: its own model (network A's initial parameters); the target: networks A and B, the ensembles
-        (empty until the first answers), their update count, whether its queries reached the server, the mixup
-        stream (filled at its first round)."""
+        (empty until the first answers) and their update count; its mixup stream joins at its first round."""
         params = space.get()
         half = len(params) // 2
         return {
