@@ -46,6 +46,7 @@ CASES = [
     ("mlp", {"hidden": [32]}, LocalSettings(lr=5e-2, batch_size=12, epochs=3, optimizer="sgd", momentum=0.9), 0.0),
     ("mlp", {"hidden": [16]}, LocalSettings(lr=1e-2, batch_size=0, epochs=4), 0.0),  # full batch
     ("mlp", {"hidden": [16]}, LocalSettings(lr=1e-2, batch_size=16, epochs=2), 0.5),  # noise redrawn per read
+    ("mlp", {"hidden": [16]}, LocalSettings(lr=1e-2, batch_size=16, epochs=2, shuffle=False), 0.0),  # stored order
 ]
 
 

@@ -135,7 +135,10 @@ def train_cohort(
 
     losses = vmap(client_loss)
     samples = len(clients[0])
-    batches = [batch_indices(samples, settings.batch_size, settings.epochs, g, start.device) for g in generators]
+    batches = [
+        batch_indices(samples, settings.batch_size, settings.epochs, g, start.device, settings.shuffle)
+        for g in generators
+    ]
     steps = 0
     for indices in zip(*batches, strict=True):
         inputs = torch.stack([client.inputs(index) for client, index in zip(clients, indices, strict=True)])
