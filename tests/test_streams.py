@@ -12,8 +12,6 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
 INDICES = {
     "batches": range(CHECKED_CLIENTS + 1),
     "auto_estimation": range(1, CHECKED_ROUNDS + 1),
-    "dadil_clients": range(CHECKED_CLIENTS + 1),
-    "dadil_classifier": range(CHECKED_ROUNDS),
     "participation": range(CHECKED_ROUNDS),
     "dropout": range(CHECKED_ROUNDS),
 }

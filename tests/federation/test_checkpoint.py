@@ -189,6 +189,8 @@ def test_every_method_resumes():
         ("knn_per", {}, 4),
         ("finetune_offline", {"finetune_epochs": 3}, 6),  # in the FedAvg rounds
         ("finetune_offline", {"finetune_epochs": 4, "head_only": True}, 10),  # fine-tuning: the frozen features saved
+        # in the dictionary rounds: every client's α (and its round count) saved
+        ("dadil_r", {"encoder_rounds": 2, "rounds": 6, "atoms": 2, "support_size": 6, "classifier_steps": 5}, 4),
     ],
 )
 def test_personalised_and_fine_tuning_rounds_resume_with_their_client_state(

@@ -50,6 +50,8 @@ CLIENT_STATE_AND_PLAIN = [
     "gp",
     "kd3a",
     "comda",
+    "dadil_e",
+    "dadil_r",
 ]
 WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
@@ -181,19 +183,33 @@ def _assert_target_splits(target, problem):
 
 
 def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkeypatch):
+    """Every shipped method runs the round loop, so every one goes through Flower; a (plugin) method with a loop of
+    its own is refused with the list of those that do."""
+    from fdabench.config import validate_params
+    from fdabench.methods import METHODS, Method
+    from fdabench.methods.base import RoundLoopMethod
+
     root, params = tiny_inputs
     monkeypatch.chdir(root)
-    assert {"source_only", "fedda", "fedgp", "fedda_auto", "fedgp_auto", "fedgp_auto_threshold"} <= set(
+    assert set(simulation.flower_methods()) == {
+        name for name in METHODS.names() if issubclass(METHODS.get(name), RoundLoopMethod)
+    }
+    assert {"source_only", "fedgp", "fedda_auto", "ditto", "finetune_offline", "kd3a", "comda", "dadil_e"} <= set(
         simulation.flower_methods()
     )
-    assert {"ditto", "fedrep", "apfl", "knn_per", "finetune_offline"} <= set(simulation.flower_methods())
-    assert "kd3a" in simulation.flower_methods() and "dadil_e" not in simulation.flower_methods()
-    from fdabench.config import validate_params
 
+    class OwnLoop(Method):
+        name = "own_loop"
+        family = "supervised"
+
+        def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
+            raise AssertionError("never run: refused before")
+
+    monkeypatch.setitem(METHODS._members, "own_loop", OwnLoop)
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["dadil_e"]
-    with pytest.raises(ValueError, match=r"dadil_e \(dadil_e\) is not a round-loop method.*through Flower: .*fedgp"):
-        simulation.export_cell(validate_params(raw), EXPERIMENT, "dadil_e", TARGET, SEED, tmp_path)
+    raw["suites"]["tiny"]["methods"] = ["own_loop"]
+    with pytest.raises(ValueError, match=r"own_loop \(own_loop\) is not a round-loop method.*through Flower: .*fedgp"):
+        simulation.export_cell(validate_params(raw), EXPERIMENT, "own_loop", TARGET, SEED, tmp_path)
 
 
 def test_error_replies_read_as_one_line():
@@ -282,6 +298,16 @@ def _with_client_state(params, method):
         train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
     if method == "comda":  # the target's networks train from round 1 (after its queries' round), so every round differs
         raw["methods"]["comda"] = {"warm_target": 1}
+    if method.startswith("dadil"):  # a small dictionary; the tiny images make the encoder FedAvg rounds first
+        raw["methods"][method] = {
+            "atoms": 2,
+            "support_size": 6,
+            "batch_size": 4,
+            "local_steps": 2,
+            "rounds": 2,
+            "encoder_rounds": 2,
+            "classifier_steps": 5,
+        }
     return validate_params(raw)
 
 
@@ -297,8 +323,8 @@ def test_every_round_loop_method_has_a_flower_equivalence_case():
 @pytest.mark.parametrize("method", CLIENT_STATE_AND_PLAIN)
 def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
     """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads,
-    Finetune_Offline's frozen features and Co-MDA's source models, target networks and ensembles live in each site's
-    node state between rounds: the simulation's records
+    Finetune_Offline's frozen features, Co-MDA's source models, target networks and ensembles and FedDaDiL's barycentric
+    coordinates live in each site's node state between rounds: the simulation's records
     (metrics, bytes with c and Δc_i, the shared entries only, the fine-tuning epochs' none) equal the in-process loop's.
     A personalised method's predictor never leaves the target: over Flower no source scores it (no `source_val_*`)."""
     root, params = tiny_inputs

@@ -157,7 +157,7 @@ def test_nothing_but_queries_and_answers_cross_and_theta_never_moves(tiny_proble
             assert torch.allclose(probabilities.sum(2), torch.ones(sources, n))
             up, down = 8 * (sources + 1) + sources * answers, sources * queries + sources * answers
             assert (record["bytes_uplink"], record["bytes_downlink"]) == (up, down)
-    assert comda.CoMDA.update_bytes(method, None) == 0
+    assert comda.CoMDA.update_bytes(method, None, None) == 0
     assert history["rounds"][-1]["loss"] != history["rounds"][0]["loss"]  # the target's networks trained
 
 

@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, dadil, get_method
 
@@ -78,75 +80,124 @@ def test_methods_are_registered_with_valid_defaults():
         assert set(METHODS.get(name).default_hparams) == set(METHODS.get(name).hparams_schema)
 
 
-def test_client_messages_carry_the_atoms_only(blobs, monkeypatch):
-    """Every message a client sends has the atoms' fields and shapes only; α is not among them."""
+def _run(name, problem, hparams=SMALL, seed=0):
+    return get_method(name, hparams).run(problem, SETTINGS, seed, torch.device("cpu"))
+
+
+def test_clients_send_atom_updates_only(blobs, monkeypatch):
+    """What reaches the server each round: every client's update of the atoms and its count. The α slot of θ is zero
+    in every update and in θ itself (no client's α leaves it); the unlabelled target's label logits do not move. Bytes:
+    the atoms' floats (the target's update counted at the atoms' size, as every update of the round) and the counts."""
     received = []
-    average = dadil.average_messages
+    aggregate = dadil.FedDaDiL.aggregate
 
-    def spy(messages):
-        received.append(messages)
-        return average(messages)
+    def server(self, inputs):
+        received.append(inputs)
+        return aggregate(self, inputs)
 
-    monkeypatch.setattr(dadil, "average_messages", spy)
-    history = get_method("dadil_e", SMALL).run(blobs, SETTINGS, 0, torch.device("cpu"))
-    assert len(received) == SMALL["rounds"]
-    dim, classes = 4, 3
-    atoms_bytes = 4 * SMALL["atoms"] * SMALL["support_size"] * (dim + classes)
-    feature_bytes = 4 * SMALL["atoms"] * SMALL["support_size"] * dim
-    assert {field.name for field in dataclasses.fields(dadil.AtomsMessage)} == {"features", "label_logits"}
-    for messages, record in zip(received, history["rounds"]):
-        assert len(messages) == 3  # two sources and the target
-        for message in messages:
-            assert type(message) is dadil.AtomsMessage and set(vars(message)) == {"features", "label_logits"}
-            assert message.features.shape == (SMALL["atoms"], SMALL["support_size"], dim)
-        assert all(m.label_logits.shape == (SMALL["atoms"], SMALL["support_size"], classes) for m in messages[:2])
-        assert messages[2].label_logits is None  # the unlabelled target sends the features it updated only
-        assert record["bytes_uplink_per_client"] == [atoms_bytes, atoms_bytes, feature_bytes]
-        assert record["bytes_uplink"] == 2 * atoms_bytes + feature_bytes
+    monkeypatch.setattr(dadil.FedDaDiL, "aggregate", server)
+    history = _run("dadil_e", blobs)
+    assert len(received) == SMALL["rounds"] == len(history["rounds"])
+    dim, classes, atoms = 4, 3, SMALL["atoms"]
+    features = atoms * SMALL["support_size"] * dim
+    logits = atoms * SMALL["support_size"] * classes
+    atoms_bytes = 4 * (features + logits)
+    for inputs, record in zip(received, history["rounds"]):
+        assert inputs.layer_names == ("atom_features", "atom_label_logits", "alpha")
+        assert inputs.layer_sizes == (features, logits, atoms)
+        assert inputs.source_updates.shape == (2, features + logits + atoms)
+        every = torch.cat([inputs.source_updates, inputs.target_update[None], inputs.global_params[None]])
+        assert (every[:, features + logits :] == 0).all()  # α: never in an update, never in θ
+        assert (inputs.source_updates[:, :features] != 0).any(dim=1).all()
+        assert (inputs.source_updates[:, features : features + logits] != 0).any(dim=1).all()
+        assert (inputs.target_update[:features] != 0).any()
+        assert (inputs.target_update[features : features + logits] == 0).all()  # no labels: no label logits
+        assert record["bytes_uplink"] == 3 * (atoms_bytes + 8)
         assert record["bytes_downlink"] == 3 * atoms_bytes
+        assert not {key for key in record if "alpha" in key or "objective" in key}  # α stays out of the record too
 
 
-def test_alpha_stays_on_the_simplex_and_stays_private(blobs):
-    hparams = {
-        **dadil.FedDaDiL.default_hparams,
-        **SMALL,
-        "alpha_lr": 0.5,
-        "local_steps": 5,
-    }  # large steps: the projection acts
-    client = dadil.DictionaryClient(
-        "s0",
-        blobs.sources[0].x,
-        torch.nn.functional.one_hot(blobs.sources[0].y, 3).float(),
-        torch.full((3,), 1 / 3),
-        torch.Generator().manual_seed(0),
+def test_server_averages_features_over_every_client_and_labels_over_the_sources():
+    """The server's step by hand: atoms = θ + mean of the updates, features over the sources and the target, label
+    logits over the sources only; the α slot and everything else are left; θ is set (no server momentum)."""
+    method = get_method("dadil_e", SMALL)
+    names, sizes = ("encoder.w", "atom_features", "atom_label_logits", "alpha"), (2, 3, 2, 2)
+    theta = torch.tensor([1.0, 2.0, 0.0, 0.0, 0.0, 5.0, 5.0, 0.0, 0.0])
+    sources = torch.tensor(
+        [
+            [0.0, 0.0, 3.0, 6.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 3.0, 9.0, 3.0, 2.0, 0.0, 0.0],
+        ]
     )
-    atoms = dadil.FedDaDiL.initial_atoms(hparams, 4, 3, seed=0, device=torch.device("cpu"))
+    target = torch.tensor([0.0, 0.0, 3.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0])
+    inputs = RoundInputs(0, theta, sizes, SETTINGS, names, source_updates=sources, target_update=target)
+    step = method.aggregate(inputs)
+    expected = torch.tensor([1.0, 2.0, 2.0, 3.0, 4.0, 7.0, 6.0, 0.0, 0.0])
+    assert torch.equal(step.params, expected) and torch.equal(step.delta, expected - theta)
+
+
+def test_alpha_stays_on_the_simplex(blobs):
+    """Large α steps: the projection acts, α moves onto a face of the simplex and stays a distribution."""
+    hparams = {**dadil.FedDaDiL.default_hparams, **SMALL, "alpha_lr": 0.5, "local_steps": 5}
+    features, logits = dadil.FedDaDiL.initial_atoms(hparams, 4, 3, key=0, device=torch.device("cpu"))
+    alpha = torch.full((3,), 1 / 3)
+    labels = torch.nn.functional.one_hot(blobs.sources[0].y, 3).float()
+    generator = torch.Generator().manual_seed(0)
     for _ in range(4):
-        message, objective = client.local_round(atoms, hparams)
-        assert (client.alpha >= 0).all() and float(client.alpha.sum()) == pytest.approx(1.0, abs=1e-6)
+        features, logits, alpha, objective = dadil.dictionary_steps(
+            features, logits, alpha, blobs.sources[0].x, labels, generator, hparams
+        )
+        assert (alpha >= 0).all() and float(alpha.sum()) == pytest.approx(1.0, abs=1e-6)
         assert objective > 0
-        atoms = message
-    assert not torch.allclose(client.alpha, torch.full((3,), 1 / 3))  # α moved...
-    assert (client.alpha == 0).any()  # ...onto a face of the simplex at this step size
+    assert not torch.allclose(alpha, torch.full((3,), 1 / 3))  # α moved...
+    assert (alpha == 0).any()  # ...onto a face of the simplex at this step size
 
 
-def test_rounds_log_objective_accuracy_and_alpha(blobs):
+def test_unlabelled_steps_leave_the_label_logits():
+    """The target's loss reads no label (W_2² on the features): its label logits come back as they went."""
+    hparams = {**dadil.FedDaDiL.default_hparams, **SMALL}
+    features, logits = dadil.FedDaDiL.initial_atoms(hparams, 4, 3, key=1, device=torch.device("cpu"))
+    x = torch.randn(20, 4, generator=torch.Generator().manual_seed(2))
+    new_features, new_logits, _, _ = dadil.dictionary_steps(
+        features, logits, torch.full((3,), 1 / 3), x, None, torch.Generator().manual_seed(0), hparams
+    )
+    assert torch.equal(new_logits, logits) and not torch.equal(new_features, features)
+
+
+def test_the_target_evaluates_with_its_own_alpha(blobs, monkeypatch):
+    """The target's metric is its classifier at its α: the view it scores has α_T in θ's α slot (θ's own is zero),
+    and the classifier is trained once per round for all the splits it scores."""
+    built = []
+    classifier = dadil.DaDiLE.classifier
+
+    def spy(self, features, labels, alpha, seed):
+        built.append(alpha.clone())
+        return classifier(self, features, labels, alpha, seed)
+
+    monkeypatch.setattr(dadil.DaDiLE, "classifier", spy)
+    history = _run("dadil_e", blobs)
+    assert len(built) == SMALL["rounds"] == len(history["rounds"])
+    for alpha in built:
+        assert float(alpha.sum()) == pytest.approx(1.0, abs=1e-6) and (alpha > 0).all()
+    assert not torch.equal(built[0], built[-1])  # α_T moves round by round
+
+
+def test_rounds_log_accuracy_loss_and_the_encoder(blobs):
     for name in ("dadil_r", "dadil_e"):
-        history = get_method(name, SMALL).run(blobs, SETTINGS, 0, torch.device("cpu"))
+        history = _run(name, blobs)
         rounds = history["rounds"]
         assert [r["round"] for r in rounds] == [0, 1, 2] and {r["phase"] for r in rounds} == {"dictionary"}
         for record in rounds:
-            assert 0.0 <= record["accuracy"] <= 1.0 and record["loss"] > 0 and record["objective"] > 0
-            assert len(record["objective_per_client"]) == 3 and record["clients"] == ["s0", "s1", "target"]
-            assert sum(record["alpha_target"]) == pytest.approx(1.0, abs=1e-6) and record["encoder"] == "identity"
-        assert history["model_size"] == SMALL["atoms"] * SMALL["support_size"] * (4 + 3)
+            assert 0.0 <= record["accuracy"] <= 1.0 and record["loss"] > 0 and record["encoder"] == "identity"
+        atoms = SMALL["atoms"] * SMALL["support_size"] * (4 + 3)
+        assert history["model_size"] == atoms + SMALL["atoms"]  # the atoms and θ's α slot
         assert history["sources"] == ["s0", "s1"]
 
 
 def test_same_seed_same_numbers(blobs):
-    first = get_method("dadil_r", SMALL).run(blobs, SETTINGS, 3, torch.device("cpu"))["rounds"]
-    second = get_method("dadil_r", SMALL).run(blobs, SETTINGS, 3, torch.device("cpu"))["rounds"]
-    keys = ("accuracy", "loss", "objective", "alpha_target")
+    first = _run("dadil_r", blobs, seed=3)["rounds"]
+    second = _run("dadil_r", blobs, seed=3)["rounds"]
+    keys = ("accuracy", "loss", "bytes_uplink")
     assert [[r[k] for k in keys] for r in first] == [[r[k] for k in keys] for r in second]
 
 
@@ -160,8 +211,8 @@ def test_dictionary_learns_the_blobs(blobs):
         "atom_init_std": 1.0,
         "atom_lr": 0.1,
     }
-    rounds = get_method("dadil_e", hparams).run(blobs, SETTINGS, 0, torch.device("cpu"))["rounds"]
-    assert rounds[-1]["objective"] < rounds[0]["objective"]
+    rounds = _run("dadil_e", blobs, hparams)["rounds"]
+    assert rounds[-1]["loss"] < rounds[0]["loss"]
     assert rounds[-1]["accuracy"] >= 0.8
 
 
@@ -181,12 +232,18 @@ def test_fedavg_encoder_is_the_source_only_run(colored_digits):
     assert [r["bytes_uplink"] for r in encoder] == [r["bytes_uplink"] for r in source_only]
     dictionary = history["rounds"][len(encoder) :]
     assert [r["round"] for r in dictionary] == [2] and dictionary[0]["encoder"] == "fedavg"
+    model = build_cell_model(problem, SETTINGS, 0, torch.device("cpu"))
+    encoder_bytes = 4 * sum(p.numel() for p in model.parameters())
+    assert encoder[0]["bytes_downlink"] == len(problem.sources) * encoder_bytes  # the encoder only, not the atoms
+    dim = model.features(problem.target_test.inputs()[:1]).shape[1]
+    atoms_bytes = 4 * SMALL["atoms"] * SMALL["support_size"] * (dim + problem.num_outputs)
+    assert dictionary[0]["bytes_downlink"] == (len(problem.sources) + 1) * atoms_bytes  # the atoms only
 
 
 def test_regression_is_refused(blobs):
     regression = dataclasses.replace(blobs, task="regression")
     with pytest.raises(ValueError, match="classification"):
-        get_method("dadil_e", SMALL).run(regression, SETTINGS, 0, torch.device("cpu"))
+        _run("dadil_e", regression)
 
 
 @pytest.mark.parametrize("hidden", [[], [8]])
@@ -210,7 +267,7 @@ def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
     """The target's dictionary client sees every training input of the target and no label, so the cells
     say `uses_unlabelled_target` (tables mark it †): moving the unlabelled inputs changes the run, and
     scrambling every target training label does not."""
-    baseline = get_method("dadil_e", SMALL).run(blobs, SETTINGS, 0, torch.device("cpu"))["rounds"]
+    baseline = _run("dadil_e", blobs)["rounds"]
     moved = dataclasses.replace(
         blobs,
         target_unlabelled=ClientData("target_unlabelled", blobs.target_unlabelled.x + 1.0, blobs.target_unlabelled.y),
@@ -222,12 +279,7 @@ def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
             "target_unlabelled", blobs.target_unlabelled.x, (blobs.target_unlabelled.y + 1) % 3
         ),
     )
-    alpha = [r["alpha_target"] for r in baseline]
-    assert [
-        r["alpha_target"] for r in get_method("dadil_e", SMALL).run(moved, SETTINGS, 0, torch.device("cpu"))["rounds"]
-    ] != alpha
-    assert [
-        r["alpha_target"]
-        for r in get_method("dadil_e", SMALL).run(scrambled, SETTINGS, 0, torch.device("cpu"))["rounds"]
-    ] == alpha
+    losses = [r["loss"] for r in baseline]
+    assert [r["loss"] for r in _run("dadil_e", moved)["rounds"]] != losses
+    assert [r["loss"] for r in _run("dadil_e", scrambled)["rounds"]] == losses
     assert METHODS.get("dadil_e").uses_unlabelled_target and METHODS.get("dadil_r").uses_unlabelled_target

@@ -27,6 +27,9 @@ class LocalSettings:
     momentum: float = 0.0
     weight_decay: float = 0.0
     shuffle: bool = True  # False: every epoch visits the samples in their stored order (`batch_indices`)
+    #: the name of the round's phase (`rule_interface.Phase`), for a method whose clients train differently per phase
+    #: (FedDaDiL: the encoder's FedAvg rounds, then the dictionary's); "" outside the round loop
+    phase: str = ""
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,14 @@ def build_cell_model(
     return build_model(settings.model, problem.input_shape, problem.num_outputs, **settings.model_options).to(device)
 
 
-def local_settings(settings: TrainSettings) -> tuple[LocalSettings, LocalSettings]:
-    """(source, target) local training settings."""
-    common = {"optimizer": settings.optimizer, "momentum": settings.momentum, "weight_decay": settings.weight_decay}
+def local_settings(settings: TrainSettings, phase: str = "") -> tuple[LocalSettings, LocalSettings]:
+    """(source, target) local training settings (in a round of the phase named `phase`)."""
+    common = {
+        "optimizer": settings.optimizer,
+        "momentum": settings.momentum,
+        "weight_decay": settings.weight_decay,
+        "phase": phase,
+    }
     return (
         LocalSettings(settings.source_lr, settings.source_batch_size, settings.local_epochs, **common),
         LocalSettings(
@@ -154,12 +159,12 @@ def run_rounds(
         method.restore_round_state(saved["method"])
         clients.restore_client_states(saved.get("clients") or {})
         first_round, records = restore_loop(saved, generators, device)
-    update_bytes = method.update_bytes(space)
     for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
         phase = schedule[round_index]
+        update_bytes = method.update_bytes(space, phase)
         in_force = fda_settings if phase.step == "rule" else settings
-        source_local, target_local = local_settings(in_force)
+        source_local, target_local = local_settings(in_force, phase.name)
         counted = phase.step != "local"  # a local round's training sends nothing
         broadcast = method.broadcast() if phase.step == "rule" else None
         broadcast_bytes = 0 if broadcast is None else broadcast.numel() * broadcast.element_size()

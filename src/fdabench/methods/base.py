@@ -193,9 +193,9 @@ class RoundLoopMethod(StatefulRules, Method):
         (handed to `aggregate` as `inputs.target_statistics`)."""
         return None, None
 
-    def update_bytes(self, space: ParameterSpace) -> int:
-        """Bytes of θ or of an update as it crosses a client boundary (FedBN: the shared entries only); default:
-        every parameter."""
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
+        """Bytes of θ or of an update as it crosses a client boundary in a round of `phase` (FedBN: the shared entries
+        only; FedDaDiL: the encoder in its FedAvg rounds, the atoms in the dictionary's); default: every parameter."""
         return space.update_bytes
 
     @abstractmethod

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import copy
 import math
-import zlib
 from typing import Any
 
 import numpy as np
@@ -58,9 +57,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fdabench.core.streams import tensor_seed
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.methods.kd3a import Knowledge
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
@@ -273,7 +274,7 @@ class CoMDA(RoundLoopMethod):
         sources' learning rate, batch size and local epochs, in shuffled order."""
         return like_a_source(settings)
 
-    def update_bytes(self, space: ParameterSpace) -> int:
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         return 0  # no parameter crosses: the sources are black boxes and the target's networks stay with it
 
     def message_shapes(self) -> set[tuple[int, ...]]:
@@ -429,8 +430,7 @@ class CoMDA(RoundLoopMethod):
 def _reinitialised(model: nn.Module) -> nn.Module:
     """A copy of `model` with fresh parameters, drawn from a seed derived from the model's own (seeded) initial
     parameters: network B, independent of A and the same wherever the cell's model is built."""
-    first = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
-    seed = zlib.crc32(first.numpy().tobytes())
+    seed = tensor_seed(torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()]))
     second = copy.deepcopy(model)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -1,49 +1,49 @@
 """FedDaDiL: federated Wasserstein dataset dictionary learning (Castellon et al., ICASSP 2024), with the
 DaDiL-R and DaDiL-E target classifiers (Montesuma et al., ECAI 2023). docs/design/methods.md, FedDaDiL.
 
-Stage 1, the encoder φ: FedAvg over the sources (exactly the `source_only` run of the cell's settings), or
-the identity for pre-extracted features (`encoder: auto` picks the identity when the inputs are feature
-vectors). Clients then work on φ(x), scaled to unit L2 norm per sample (`normalise_features`).
+Both stages run in the round loop (`federation.rounds`), as two phases of one cell, in process and over Flower.
 
-Stage 2, the dictionary: K atoms P_k, each an empirical distribution of n points with features x and soft
-labels y = softmax(label logits), held by the server. Every client ℓ — each source and the unlabelled
-target — keeps private barycentric coordinates α_ℓ on the simplex. Each round the server sends the atoms to
-every client; the client runs E local steps: draw a mini-batch of its data and one of each atom, compute the
-barycentre B(α_ℓ; P) by the free-support fixed-point iteration with exact OT on the cost
-‖x − x'‖² + β‖y − y'‖², take the OT cost W_c(batch, B) as loss (features only, W_2², for the target),
-and step on the atoms and on α_ℓ (Adam), then project α_ℓ onto the simplex. It sends back its version of the
-atoms — features, plus label logits when it has labels — and never α_ℓ. The server averages the returned
-versions (label logits over the labelled clients only).
+Stage 1, "encoder" rounds: the encoder φ is trained by FedAvg over the sources (exactly the `source_only` rounds of
+the cell's settings), or is the identity for pre-extracted features (`encoder: auto` picks the identity when the inputs
+are feature vectors, and the stage has no rounds). Clients then work on φ(x), scaled to unit L2 norm per sample
+(`normalise_features`).
 
-After every round the target, which holds α_T and the atoms, builds its classifier and is evaluated on its
-test split: DaDiL-R trains a classifier on the reconstruction B(α_T; P) (full atoms, labels = the
-barycentre's soft labels); DaDiL-E trains one classifier per atom and predicts Σ_k α_T,k h_k(x).
+Stage 2, "dictionary" rounds: K atoms P_k, each an empirical distribution of n points with features x and soft labels
+y = softmax(label logits), are the global parameters θ (`DictionaryModel`, with the frozen encoder). Every client ℓ —
+each source and the unlabelled target — keeps private barycentric coordinates α_ℓ on the simplex (its client state).
+Each round the server sends the atoms to every client; the client runs E local steps: draw a mini-batch of its data
+and one of each atom, compute the barycentre B(α_ℓ; P) by the free-support fixed-point iteration with exact OT on the
+cost ‖x − x'‖² + β‖y − y'‖², take the OT cost W_c(batch, B) as loss (features only, W_2², for the target), and step on
+the atoms and on α_ℓ (Adam), then project α_ℓ onto the simplex. It sends back the change of its version of the
+atoms — features, plus label logits when it has labels — and never α_ℓ. The server averages the returned versions
+(label logits over the labelled clients only).
+
+After every round the target, which holds α_T and the atoms, builds its classifier and is evaluated on its test split
+(its view of θ carries α_T: `DictionaryModel.forward`): DaDiL-R trains a classifier on the reconstruction B(α_T; P)
+(full atoms, labels = the barycentre's soft labels); DaDiL-E trains one classifier per atom and predicts
+Σ_k α_T,k h_k(x).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from fdabench.core.streams import stream
-from fdabench.federation.client import adam
+from fdabench.core.streams import stream, tensor_seed
+from fdabench.federation.client import LocalResult, adam
+from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
+from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.records import round_record
-from fdabench.federation.rounds import build_cell_model, run_rounds
+from fdabench.federation.rule_interface import Phase
 from fdabench.federation.settings import TrainSettings
-from fdabench.federation.validation import validation_metrics, validation_splits
-from fdabench.methods.base import METHODS, Method
-from fdabench.methods.baselines import SourceOnly
+from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.dataset_dictionary import barycentre, project_simplex, wasserstein_cost
 
-FLOAT_BYTES = 4  # atoms travel as float32
 LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewhere (softmax ≈ 0.94 with 10 classes)
 
 HPARAMS_SCHEMA: dict[str, Any] = {
@@ -134,84 +134,125 @@ HPARAMS_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass
-class AtomsMessage:
-    """What crosses a client boundary in stage 2, either way: the atoms' features (K, n, d) and label
-    logits (K, n, C), or None where the sender did not update them (the unlabelled target). Nothing else:
-    the barycentric coordinates α are not a field of this message."""
-
-    features: Tensor
-    label_logits: Tensor | None
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * FLOAT_BYTES for t in (self.features, self.label_logits) if t is not None)
+#: the atoms' entries of θ (`DictionaryModel`), and the evaluating client's coordinates
+FEATURES, LABEL_LOGITS, ALPHA = "atom_features", "atom_label_logits", "alpha"
+ENCODER_PREFIX = "encoder."
 
 
-def average_messages(messages: list[AtomsMessage]) -> AtomsMessage:
-    """The server's aggregate: the mean of the returned atom versions (label logits over the clients that
-    sent them)."""
-    features = torch.stack([m.features for m in messages]).mean(0)
-    logits = [m.label_logits for m in messages if m.label_logits is not None]
-    return AtomsMessage(features, torch.stack(logits).mean(0) if logits else None)
+class DictionaryModel(nn.Module):
+    """θ of FedDaDiL: the encoder φ (the cell's model, trained in the encoder rounds; none for the identity), the
+    atoms' features (K, n, d) and label logits (K, n, C), and an α slot of K entries that holds the coordinates of
+    the client that evaluates: zero in θ itself (the server never holds a client's α), a client's own α_ℓ in its view
+    (`FedDaDiL.evaluation_plan`). With α zero the model is the encoder's classifier (the encoder rounds' metric);
+    otherwise it predicts log-probabilities of the method's classifier built from the atoms and α (`classify`), trained
+    once per distinct (atoms, α) and kept until they change, its initialisation seeded from the cell (`key`)."""
 
+    def __init__(
+        self,
+        encoder: nn.Module | None,
+        features: Tensor,
+        label_logits: Tensor,
+        classify: Callable[[Tensor, Tensor, Tensor, int], Callable[[Tensor], Tensor]],
+        normalise: bool,
+        key: int,
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.atom_features = nn.Parameter(features)
+        self.atom_label_logits = nn.Parameter(label_logits)
+        self.alpha = nn.Parameter(torch.zeros(len(features), device=features.device))
+        self.classify, self.normalise, self.key = classify, normalise, key
+        self._predictor: tuple[tuple[Tensor, ...], Callable[[Tensor], Tensor]] | None = None
 
-@dataclass
-class DictionaryClient:
-    """One client of stage 2: its encoded samples, one-hot labels (None for the target), its private α and
-    its own random stream."""
-
-    name: str
-    x: Tensor
-    y: Tensor | None
-    alpha: Tensor
-    generator: torch.Generator
-
-    def local_round(self, atoms: AtomsMessage, hparams: dict[str, Any]) -> tuple[AtomsMessage, float]:
-        """E local steps from the received atoms; returns the atoms' new version and the mean local loss.
-        α is updated in place here and stays with the client."""
-        features = atoms.features.clone().requires_grad_(True)
-        labelled = self.y is not None
-        logits = atoms.label_logits.clone().requires_grad_(labelled)
-        alpha = self.alpha.clone().requires_grad_(True)
-        atom_optimizer = adam([features, logits] if labelled else [features], lr=hparams["atom_lr"])
-        alpha_optimizer = adam([alpha], lr=hparams["alpha_lr"])
-        atoms_count, support = features.shape[:2]
-        batch = min(hparams["batch_size"], support)
-        client_batch = min(hparams["batch_size"], len(self.x))
-        total = 0.0
-        for _ in range(hparams["local_steps"]):
-            rows = torch.randperm(len(self.x), generator=self.generator)[:client_batch].to(self.x.device)
-            picks = [
-                torch.randperm(support, generator=self.generator)[:batch].to(self.x.device) for _ in range(atoms_count)
-            ]
-            atom_x = [features[k, picks[k]] for k in range(atoms_count)]
-            atom_y = [F.softmax(logits[k, picks[k]], dim=1) for k in range(atoms_count)]
-            start = int(alpha.detach().argmax())
-            bary_x, bary_y = barycentre(
-                atom_x,
-                alpha,
-                atom_x[start].detach(),
-                atom_y,
-                atom_y[start].detach(),
-                hparams["label_weight"],
-                hparams["barycentre_iterations"],
-            )
-            if labelled:
-                loss = wasserstein_cost(self.x[rows], bary_x, self.y[rows], bary_y, hparams["label_weight"])
+    def encode(self, x: Tensor) -> Tensor:
+        """φ(x) (the encoder's body, in evaluation mode; x flattened for the identity), scaled to unit norm."""
+        with torch.no_grad():
+            if self.encoder is None:
+                z = x.flatten(1)
             else:
-                loss = wasserstein_cost(self.x[rows], bary_x)
-            atom_optimizer.zero_grad()
-            alpha_optimizer.zero_grad()
-            loss.backward()
-            atom_optimizer.step()
-            alpha_optimizer.step()
-            with torch.no_grad():
-                alpha.copy_(project_simplex(alpha))
-            total += float(loss.detach())
-        self.alpha = alpha.detach()
-        message = AtomsMessage(features.detach(), logits.detach() if labelled else None)
-        return message, total / hparams["local_steps"]
+                training = self.encoder.training
+                self.encoder.eval()
+                z = self.encoder.features(x)
+                self.encoder.train(training)
+            return F.normalize(z, dim=1) if self.normalise else z
+
+    def predictor(self) -> Callable[[Tensor], Tensor]:
+        """The classifier of the current atoms and α (class probabilities of encoded inputs)."""
+        view = (self.atom_features.detach(), self.atom_label_logits.detach(), self.alpha.detach())
+        if self._predictor is None or not all(torch.equal(kept, now) for kept, now in zip(self._predictor[0], view)):
+            kept = tuple(value.clone() for value in view)
+            with torch.enable_grad():
+                self._predictor = kept, self.classify(*kept, stream(self.key, "dadil_classifier"))
+        return self._predictor[1]
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not bool(self.alpha.detach().any()):
+            if self.encoder is None:
+                raise ValueError("FedDaDiL: θ without a client's coordinates α has no classifier (identity encoder)")
+            return self.encoder(x)
+        probabilities = self.predictor()(self.encode(x))
+        return probabilities.clamp_min(1e-12).log()
+
+
+def entry_slices(names: tuple[str, ...], sizes: tuple[int, ...]) -> dict[str, slice]:
+    """Where each named parameter (`names`, with its entry count in `sizes`) lies in the flat vector."""
+    slices, offset = {}, 0
+    for name, size in zip(names, sizes):
+        slices[name] = slice(offset, offset + size)
+        offset += size
+    return slices
+
+
+def dictionary_steps(
+    features: Tensor,
+    logits: Tensor,
+    alpha: Tensor,
+    x: Tensor,
+    y: Tensor | None,
+    generator: torch.Generator,
+    hparams: dict[str, Any],
+) -> tuple[Tensor, Tensor, Tensor, float]:
+    """A client's E local steps from the received atoms (features (K, n, d), label logits (K, n, C)) with its
+    coordinates α, on its encoded samples x and one-hot labels y (None: the unlabelled target, whose loss is W_2² on
+    the features and which leaves the label logits as they came); (new features, new logits, new α, mean loss)."""
+    features = features.clone().requires_grad_(True)
+    labelled = y is not None
+    logits = logits.clone().requires_grad_(labelled)
+    alpha = alpha.clone().requires_grad_(True)
+    atom_optimizer = adam([features, logits] if labelled else [features], lr=hparams["atom_lr"])
+    alpha_optimizer = adam([alpha], lr=hparams["alpha_lr"])
+    atoms_count, support = features.shape[:2]
+    batch = min(hparams["batch_size"], support)
+    client_batch = min(hparams["batch_size"], len(x))
+    total = 0.0
+    for _ in range(hparams["local_steps"]):
+        rows = torch.randperm(len(x), generator=generator)[:client_batch].to(x.device)
+        picks = [torch.randperm(support, generator=generator)[:batch].to(x.device) for _ in range(atoms_count)]
+        atom_x = [features[k, picks[k]] for k in range(atoms_count)]
+        atom_y = [F.softmax(logits[k, picks[k]], dim=1) for k in range(atoms_count)]
+        start = int(alpha.detach().argmax())
+        bary_x, bary_y = barycentre(
+            atom_x,
+            alpha,
+            atom_x[start].detach(),
+            atom_y,
+            atom_y[start].detach(),
+            hparams["label_weight"],
+            hparams["barycentre_iterations"],
+        )
+        if labelled:
+            loss = wasserstein_cost(x[rows], bary_x, y[rows], bary_y, hparams["label_weight"])
+        else:
+            loss = wasserstein_cost(x[rows], bary_x)
+        atom_optimizer.zero_grad()
+        alpha_optimizer.zero_grad()
+        loss.backward()
+        atom_optimizer.step()
+        alpha_optimizer.step()
+        with torch.no_grad():
+            alpha.copy_(project_simplex(alpha))
+        total += float(loss.detach())
+    return features.detach(), logits.detach(), alpha.detach(), total / hparams["local_steps"]
 
 
 class Classifiers:
@@ -262,174 +303,146 @@ def train_classifiers(
     return classifiers
 
 
-def _accuracy_and_loss(probabilities: Tensor, y: Tensor) -> dict[str, float]:
-    return {
-        "accuracy": float((probabilities.argmax(1) == y).float().mean()),
-        "loss": float(F.nll_loss(probabilities.clamp_min(1e-12).log(), y)),
-    }
-
-
-class FedDaDiL(Method):
-    """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classify`)."""
+class FedDaDiL(RoundLoopMethod):
+    """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classifier`)."""
 
     family = "unsupervised"
-    resumes = True  # the encoder's FedAvg rounds resume from a checkpoint; the dictionary rounds rerun
-
+    resumes = True
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
+    target_split = "unlabelled"
+    keeps_client_state = True  # every client's α (and how many dictionary rounds it has trained)
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
 
-    def classify(self, atoms: AtomsMessage, alpha_target: Tensor, test_x: Tensor, seed: int) -> Tensor:
-        """Class probabilities of the target's test samples."""
+    def __init__(self, hparams: dict[str, Any] | None = None):
+        super().__init__(hparams)
+        self.encoder_kind = "identity"  # set from the problem's inputs by `prepare_model`
+        self.alpha_entries = slice(0)  # where θ holds the α slot (`prepare_model`)
+
+    def classifier(self, features: Tensor, labels: Tensor, alpha: Tensor, seed: int) -> Callable[[Tensor], Tensor]:
+        """The target's classifier from the atoms (features, soft labels) and its α: class probabilities of encoded
+        inputs."""
         raise NotImplementedError
 
-    def run(
-        self,
-        problem: FederatedProblem,
-        settings: TrainSettings,
-        seed: int,
-        device: torch.device,
-        on_round=None,
-        checkpoints=None,
-    ):
+    # -- the model and the phases -----------------------------------------------------------------------------------
+    def prepare_model(self, model: nn.Module, problem: FederatedProblem) -> DictionaryModel:
+        """θ (`DictionaryModel`) around the cell's model: its encoder (or the identity), the initial atoms."""
         if problem.task != "classification":
             raise ValueError(f"{self.name} needs a classification task, not {problem.task}")
         hp = self.hparams
-        records: list[dict[str, Any]] = []
-        dictionary_rounds = hp["rounds"] or settings.rounds
-        encoder_kind = hp["encoder"]
-        if encoder_kind == "auto":
-            encoder_kind = "identity" if len(problem.input_shape) == 1 else "fedavg"
-        encoder_rounds = (hp["encoder_rounds"] or settings.rounds) if encoder_kind == "fedavg" else 0
-        total_rounds = encoder_rounds + dictionary_rounds
-        encode = (
-            self._train_encoder(
-                problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round, checkpoints
-            )
-            if encoder_rounds
-            else None
-        )
-
-        def features_of(x: Tensor) -> Tensor:
+        kind = hp["encoder"]
+        if kind == "auto":
+            kind = "identity" if len(problem.input_shape) == 1 else "fedavg"
+        self.encoder_kind = kind
+        initial = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        key = tensor_seed(initial)  # the cell's: its model's seeded initialisation
+        device = initial.device
+        if kind == "identity":
+            encoder, dim = None, math.prod(problem.input_shape)
+        else:
+            encoder = model
             with torch.no_grad():
-                z = encode(x) if encode is not None else x.flatten(1)
-                return F.normalize(z, dim=1) if hp["normalise_features"] else z
+                training = model.training
+                model.eval()
+                dim = model.features(torch.zeros(1, *problem.input_shape, device=device)).shape[1]
+                model.train(training)
+        features, logits = self.initial_atoms(hp, dim, problem.num_outputs, key, device)
 
-        classes = problem.num_outputs
-        clients = [
-            DictionaryClient(
-                s.name,
-                features_of(s.inputs()),
-                F.one_hot(s.labels(), classes).float(),
-                torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-                torch.Generator().manual_seed(stream(seed, "dadil_clients", index)),
-            )
-            for index, s in enumerate(problem.sources)
+        def classify(features: Tensor, logits: Tensor, alpha: Tensor, seed: int) -> Callable[[Tensor], Tensor]:
+            return self.classifier(features, F.softmax(logits, dim=2), alpha, seed)
+
+        dictionary = DictionaryModel(encoder, features, logits, classify, hp["normalise_features"], key)
+        space = ParameterSpace(dictionary)
+        self.alpha_entries = entry_slices(space.layer_names, space.layer_sizes)[ALPHA]
+        return dictionary
+
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+        """The encoder's FedAvg rounds over the sources (`encoder_rounds`, default train.rounds; none for the identity
+        encoder), then the dictionary rounds (`rounds`, default train.rounds), where every client trains."""
+        hp = self.hparams
+        encoder_rounds = (hp["encoder_rounds"] or settings.rounds) if self.encoder_kind == "fedavg" else 0
+        return [
+            Phase("encoder", encoder_rounds if has_sources else 0, sources=True, target=False, step="fedavg"),
+            Phase("dictionary", hp["rounds"] or settings.rounds, sources=True, target=True),
         ]
-        target_x = torch.cat(
-            [problem.target_labelled.inputs(), problem.target_unlabelled.inputs()]
-        )  # labels unused: the target is unlabelled
-        target = DictionaryClient(
-            "target",
-            features_of(target_x),
-            None,
-            torch.full((hp["atoms"],), 1.0 / hp["atoms"], device=device),
-            torch.Generator().manual_seed(stream(seed, "dadil_clients", len(clients))),
-        )
-        clients.append(target)
-        # the test split, then the validation splits: one classifier scores them all in one call
-        scored = [problem.target_test, *validation_splits(problem)]
-        scored_x = torch.cat([features_of(split.inputs()) for split in scored])
-        scored_sizes = [len(split) for split in scored]
 
-        atoms = self.initial_atoms(hp, clients[0].x.shape[1], classes, seed, device)
-        for dictionary_round in range(dictionary_rounds):
-            started = time.perf_counter()
-            messages, objectives = [], []
-            for client in clients:
-                message, objective = client.local_round(
-                    atoms, hp
-                )  # the server sends `atoms`, the client answers `message`
-                messages.append(message)
-                objectives.append(objective)
-            averaged = average_messages(messages)
-            atoms = AtomsMessage(
-                averaged.features, averaged.label_logits if averaged.label_logits is not None else atoms.label_logits
-            )
-            probabilities = self.classify(
-                atoms, target.alpha, scored_x, stream(seed, "dadil_classifier", dictionary_round)
-            )
-            by_split = {
-                id(split): _accuracy_and_loss(part, split.labels())
-                for split, part in zip(scored, probabilities.split(scored_sizes))
-            }
-            metrics = by_split[id(problem.target_test)]
-            uplink = [m.nbytes for m in messages]
-            record = round_record(
-                encoder_rounds + dictionary_round,
-                "dictionary",
-                {
-                    "accuracy": metrics["accuracy"],
-                    "loss": metrics["loss"],
-                    **validation_metrics(problem, lambda split, scores=by_split: scores[id(split)]),
-                },
-                sum(uplink),
-                len(clients) * atoms.nbytes,
-                started,
-                objective=sum(objectives) / len(objectives),
-                objective_per_client=objectives,
-                bytes_uplink_per_client=uplink,
-                clients=[c.name for c in clients],
-                alpha_target=target.alpha.tolist(),
-                encoder=encoder_kind,
-            )
-            records.append(record)
-            if on_round is not None:
-                on_round(record, total_rounds)
-        dictionary_size = atoms.features.numel() + atoms.label_logits.numel()
-        return {
-            "metric": "accuracy",
-            "model_size": dictionary_size,
-            "sources": [s.name for s in problem.sources],
-            "rounds": records,
-        }
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
+        """What crosses in a round: the encoder's parameters in its rounds, the atoms (features and label logits)
+        in the dictionary's; never α."""
+        kept = (ENCODER_PREFIX,) if phase.name == "encoder" else (FEATURES, LABEL_LOGITS)
+        return sum(
+            p.numel() * p.element_size()
+            for name, p in zip(space.layer_names, space.parameters)
+            if name.startswith(kept)
+        )
 
     @staticmethod
-    def initial_atoms(hp: dict[str, Any], dim: int, classes: int, seed: int, device: torch.device) -> AtomsMessage:
+    def initial_atoms(
+        hp: dict[str, Any], dim: int, classes: int, key: int, device: torch.device
+    ) -> tuple[Tensor, Tensor]:
         """The server's initial atoms: features ~ N(0, std²) (std = 1/sqrt(d) by default, so ‖x‖ ≈ 1 like the
-        normalised features), labels balanced over the classes (point j has class j mod C)."""
-        generator = torch.Generator().manual_seed(stream(seed, "dadil_atoms"))
+        normalised features), label logits balanced over the classes (point j has class j mod C)."""
+        generator = torch.Generator().manual_seed(stream(key, "dadil_atoms"))
         std = hp["atom_init_std"] or 1.0 / math.sqrt(dim)
         features = torch.randn(hp["atoms"], hp["support_size"], dim, generator=generator) * std
         classes_of_points = torch.arange(hp["support_size"]) % classes
         logits = LABEL_INIT_LOGIT * F.one_hot(classes_of_points, classes).float().expand(hp["atoms"], -1, -1).clone()
-        return AtomsMessage(features.to(device), logits.to(device))
+        return features.to(device), logits.to(device)
 
-    def _train_encoder(
-        self, problem, settings, seed, device, encoder_rounds, total_rounds, records, on_round, checkpoints
-    ) -> Callable[[Tensor], Tensor]:
-        """Stage 1: FedAvg over the sources for `encoder_rounds` rounds (the `source_only` method with the
-        cell's settings; resumed from `checkpoints`); its records are logged with phase "encoder"; returns
-        the trained body."""
-        model = build_cell_model(problem, settings, seed, device)  # the same initial weights as source_only
+    # -- the clients ------------------------------------------------------------------------------------------------
+    def client_state(self, space: ParameterSpace) -> ClientState:
+        """α = 1/K on every coordinate, and no dictionary round trained yet."""
+        atoms = self.hparams["atoms"]
+        device = space.parameters[0].device
+        return {"alpha": torch.full((atoms,), 1.0 / atoms, device=device), "rounds": torch.zeros((), dtype=torch.int64)}
 
-        def forward(record: dict[str, Any], _total: int) -> None:
-            record["phase"] = "encoder"
-            if on_round is not None:
-                on_round(record, total_rounds)
+    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+        """θ with the client's α in the α slot, once it has trained a dictionary round (before: θ, the encoder)."""
+        if int(state["rounds"]) == 0:
+            return LocalPlan(params)
+        view = params.clone()
+        view[self.alpha_entries] = state["alpha"]
+        return LocalPlan(view)
 
-        history = run_rounds(
-            SourceOnly(),
-            problem,
-            replace(settings, rounds=encoder_rounds),
-            seed,
-            device,
-            forward,
-            model=model,
-            checkpoints=checkpoints,
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
+    ) -> LocalReply | None:
+        """A dictionary round (`dictionary_steps` on the client's encoded samples); in the encoder rounds, plain
+        local training (None)."""
+        if client.settings.phase != "dictionary":
+            return None
+        model: DictionaryModel = client.space.model
+        at = entry_slices(client.space.layer_names, client.space.layer_sizes)
+        shape = model.atom_features.shape, model.atom_label_logits.shape
+        labelled = client.role == "source"
+        x = model.encode(client.data.inputs())
+        y = F.one_hot(client.data.labels(), model.atom_label_logits.shape[2]).float() if labelled else None
+        features, logits, alpha, _ = dictionary_steps(
+            start[at[FEATURES]].view(shape[0]),
+            start[at[LABEL_LOGITS]].view(shape[1]),
+            state["alpha"],
+            x,
+            y,
+            client.generator,
+            self.hparams,
         )
-        records.extend({**record, "phase": "encoder"} for record in history["rounds"])
-        model.eval()
-        return model.features
+        update = torch.zeros_like(start)
+        update[at[FEATURES]] = features.reshape(-1) - start[at[FEATURES]]
+        if labelled:  # the unlabelled target sends no label logits (its update's are zero)
+            update[at[LABEL_LOGITS]] = logits.reshape(-1) - start[at[LABEL_LOGITS]]
+        kept = {"alpha": alpha, "rounds": state["rounds"] + 1}  # α stays: not even the record receives it
+        return LocalReply(LocalResult(update, self.hparams["local_steps"], len(client.data)), kept)
+
+    # -- the server -------------------------------------------------------------------------------------------------
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        """The atoms become the mean of the returned versions: features over every client that answered, label
+        logits over the labelled ones (the sources); θ is set, not stepped."""
+        at = entry_slices(inputs.layer_names, inputs.layer_sizes)
+        delta = torch.zeros_like(inputs.global_params)
+        sources = inputs.source_updates
+        every = sources if inputs.target_update is None else torch.cat([sources, inputs.target_update[None]])
+        delta[at[FEATURES]] = every[:, at[FEATURES]].mean(0)
+        delta[at[LABEL_LOGITS]] = sources[:, at[LABEL_LOGITS]].mean(0)
+        return Aggregate(delta, {"encoder": self.encoder_kind}, params=inputs.global_params + delta)
 
 
 @METHODS.register
@@ -439,25 +452,28 @@ class DaDiLR(FedDaDiL):
     name = "dadil_r"
     description = "federated dataset dictionary learning; classifier on the target's reconstruction"
 
-    def classify(self, atoms, alpha_target, test_x, seed):
+    def classifier(self, features, labels, alpha, seed):
         hp = self.hparams
-        labels = F.softmax(atoms.label_logits, dim=2)
-        start = int(alpha_target.argmax())
+        start = int(alpha.argmax())
         with torch.no_grad():
             x, y = barycentre(
-                list(atoms.features),
-                alpha_target,
-                atoms.features[start],
+                list(features),
+                alpha,
+                features[start],
                 list(labels),
                 labels[start],
                 hp["label_weight"],
                 hp["barycentre_iterations"],
             )
-        classifier = train_classifiers(
+        trained = train_classifiers(
             x[None], y[None], hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed
         )
-        with torch.no_grad():
-            return F.softmax(classifier.logits(test_x)[0], dim=1)
+
+        def probabilities(z: Tensor) -> Tensor:
+            with torch.no_grad():
+                return F.softmax(trained.logits(z)[0], dim=1)
+
+        return probabilities
 
 
 @METHODS.register
@@ -467,12 +483,15 @@ class DaDiLE(FedDaDiL):
     name = "dadil_e"
     description = "federated dataset dictionary learning; ensemble of per-atom classifiers weighted by the target's α"
 
-    def classify(self, atoms, alpha_target, test_x, seed):
+    def classifier(self, features, labels, alpha, seed):
         hp = self.hparams
-        labels = F.softmax(atoms.label_logits, dim=2)
-        classifiers = train_classifiers(
-            atoms.features, labels, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed
+        trained = train_classifiers(
+            features, labels, hp["classifier_hidden"], hp["classifier_steps"], hp["classifier_lr"], seed
         )
-        with torch.no_grad():
-            per_atom = F.softmax(classifiers.logits(test_x), dim=2)  # (K, m, C)
-            return (alpha_target[:, None, None] * per_atom).sum(0)
+
+        def probabilities(z: Tensor) -> Tensor:
+            with torch.no_grad():
+                per_atom = F.softmax(trained.logits(z), dim=2)  # (K, m, C)
+                return (alpha[:, None, None] * per_atom).sum(0)
+
+        return probabilities

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace, module_entries
+from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -62,7 +63,7 @@ class FedBN(RoundLoopMethod):
             raise ValueError("fedbn: the model has no BatchNorm layers to keep local (model_options.norm: batch)")
         return model
 
-    def update_bytes(self, space: ParameterSpace) -> int:
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         shared = space.size - int(self.local.sum())
         return shared * space.parameters[0].element_size()
 

@@ -33,6 +33,7 @@ from torch import Tensor
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
@@ -198,7 +199,7 @@ class KD3A(RoundLoopMethod):
         """KD3A trains every domain alike: the target with the sources' learning rate, batch size and local epochs."""
         return like_a_source(settings)
 
-    def update_bytes(self, space: ParameterSpace) -> int:
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         """Models cross with their buffers (BatchNorm statistics), both ways and to the target."""
         return space.update_bytes + sum(b.numel() * b.element_size() for b in space.buffers)
 

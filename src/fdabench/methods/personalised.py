@@ -36,6 +36,7 @@ from fdabench.federation.client import (
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
+from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -219,7 +220,7 @@ class FedRep(PersonalisedMethod):
             raise ValueError(f"{self.name}: the model must be `features` followed by `head`")
         return model
 
-    def update_bytes(self, space: ParameterSpace) -> int:
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         return ParameterSpace(space.model, prefix=BODY).update_bytes if self.body_size else 0
 
     def client_state(self, space: ParameterSpace) -> ClientState:
