@@ -242,6 +242,8 @@ def test_local_settings_carry_the_optimiser_to_sources_and_target():
         assert (local.optimizer, local.momentum, local.weight_decay) == ("sgd", 0.9, 1e-3)
     assert (source.lr, source.batch_size, source.epochs) == (0.1, settings.source_batch_size, settings.local_epochs)
     assert (target.lr, target.batch_size, target.epochs) == (0.2, settings.target_batch_size, 3)
+    assert source.phase == target.phase == ""  # outside the loop's rounds: no phase
+    assert {local.phase for local in local_settings(settings, "dictionary")} == {"dictionary"}
 
 
 def test_default_phases_are_the_warmup_then_the_rules_rounds():
