@@ -165,8 +165,14 @@ def test_unlabelled_steps_leave_the_label_logits():
 
 
 def test_the_target_evaluates_with_its_own_alpha(blobs, monkeypatch):
-    """The target's metric is its classifier at its α: the view it scores has α_T in θ's α slot (θ's own is zero),
-    and the classifier is trained once per round for all the splits it scores."""
+    """The cell reports the target's classifier at its α (θ's α slot holds α_T in the target's view; θ's own is
+    zero) on its test split and on every validation split, from one classifier per round, and θ's own predictor
+    beside it (the identity encoder: the dictionary's classifier at uniform coordinates)."""
+    validated = dataclasses.replace(
+        blobs,
+        source_validation=[_domain(f"v{index}", 9, torch.zeros(4), 10 + index) for index in range(2)],
+        target_validation=_domain("target_validation", 7, torch.tensor([0.5, 0.5, 0.0, 0.0]), 12),
+    )
     built = []
     classifier = dadil.DaDiLE.classifier
 
@@ -175,11 +181,16 @@ def test_the_target_evaluates_with_its_own_alpha(blobs, monkeypatch):
         return classifier(self, features, labels, alpha, seed)
 
     monkeypatch.setattr(dadil.DaDiLE, "classifier", spy)
-    history = _run("dadil_e", blobs)
-    assert len(built) == SMALL["rounds"] == len(history["rounds"])
-    for alpha in built:
-        assert float(alpha.sum()) == pytest.approx(1.0, abs=1e-6) and (alpha > 0).all()
-    assert not torch.equal(built[0], built[-1])  # α_T moves round by round
+    history = _run("dadil_e", validated)
+    rounds = history["rounds"]
+    assert len(built) == 2 * SMALL["rounds"] == 2 * len(rounds)  # θ's, then the target's for all its splits
+    uniform = torch.full((SMALL["atoms"],), 1 / SMALL["atoms"])
+    for global_alpha, target_alpha in zip(built[::2], built[1::2]):
+        assert torch.equal(global_alpha, uniform)
+        assert float(target_alpha.sum()) == pytest.approx(1.0, abs=1e-6) and not torch.equal(target_alpha, uniform)
+    assert not torch.equal(built[1], built[-1])  # α_T moves round by round
+    for record in rounds:
+        assert {"global_accuracy", "global_loss", "source_val_accuracy", "target_val_accuracy"} <= set(record)
 
 
 def test_rounds_log_accuracy_loss_and_the_encoder(blobs):

@@ -143,9 +143,11 @@ class DictionaryModel(nn.Module):
     """θ of FedDaDiL: the encoder φ (the cell's model, trained in the encoder rounds; none for the identity), the
     atoms' features (K, n, d) and label logits (K, n, C), and an α slot of K entries that holds the coordinates of
     the client that evaluates: zero in θ itself (the server never holds a client's α), a client's own α_ℓ in its view
-    (`FedDaDiL.evaluation_plan`). With α zero the model is the encoder's classifier (the encoder rounds' metric);
-    otherwise it predicts log-probabilities of the method's classifier built from the atoms and α (`classify`), trained
-    once per distinct (atoms, α) and kept until they change, its initialisation seeded from the cell (`key`)."""
+    (`FedDaDiL.evaluation_plan`). It predicts log-probabilities of the method's classifier built from the atoms and α
+    (`classify`), trained once per distinct (atoms, α) and kept until they change, its initialisation seeded from the
+    cell (`key`). θ itself (α zero) is the encoder's classifier (the encoder rounds' metric, and in the dictionary
+    rounds the FedAvg model the dictionary was built on) or, with the identity encoder, the dictionary's classifier
+    at uniform coordinates: the global model the record reports beside the target's (`personalised`)."""
 
     def __init__(
         self,
@@ -176,9 +178,9 @@ class DictionaryModel(nn.Module):
                 self.encoder.train(training)
             return F.normalize(z, dim=1) if self.normalise else z
 
-    def predictor(self) -> Callable[[Tensor], Tensor]:
-        """The classifier of the current atoms and α (class probabilities of encoded inputs)."""
-        view = (self.atom_features.detach(), self.atom_label_logits.detach(), self.alpha.detach())
+    def predictor(self, alpha: Tensor) -> Callable[[Tensor], Tensor]:
+        """The classifier of the current atoms and coordinates `alpha` (class probabilities of encoded inputs)."""
+        view = (self.atom_features.detach(), self.atom_label_logits.detach(), alpha)
         if self._predictor is None or not all(torch.equal(kept, now) for kept, now in zip(self._predictor[0], view)):
             kept = tuple(value.clone() for value in view)
             with torch.enable_grad():
@@ -186,12 +188,12 @@ class DictionaryModel(nn.Module):
         return self._predictor[1]
 
     def forward(self, x: Tensor) -> Tensor:
-        if not bool(self.alpha.detach().any()):
-            if self.encoder is None:
-                raise ValueError("FedDaDiL: θ without a client's coordinates α has no classifier (identity encoder)")
-            return self.encoder(x)
-        probabilities = self.predictor()(self.encode(x))
-        return probabilities.clamp_min(1e-12).log()
+        alpha = self.alpha.detach()
+        if not bool(alpha.any()):  # θ itself: the encoder's classifier, or the dictionary's at uniform coordinates
+            if self.encoder is not None:
+                return self.encoder(x)
+            alpha = torch.full_like(alpha, 1.0 / len(alpha))
+        return self.predictor(alpha)(self.encode(x)).clamp_min(1e-12).log()
 
 
 def entry_slices(names: tuple[str, ...], sizes: tuple[int, ...]) -> dict[str, slice]:
@@ -311,6 +313,9 @@ class FedDaDiL(RoundLoopMethod):
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     target_split = "unlabelled"
     keeps_client_state = True  # every client's α (and how many dictionary rounds it has trained)
+    #: the cell reports the target's classifier (at α_T), on its test split and on every validation split, and θ's
+    #: own beside it (`global_accuracy`, `global_loss`); the target's classifier never leaves it
+    personalised = True
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
 
     def __init__(self, hparams: dict[str, Any] | None = None):
