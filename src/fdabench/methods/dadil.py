@@ -136,7 +136,7 @@ HPARAMS_SCHEMA: dict[str, Any] = {
 
 #: the atoms' entries of θ (`DictionaryModel`), and the evaluating client's coordinates
 FEATURES, LABEL_LOGITS, ALPHA = "atom_features", "atom_label_logits", "alpha"
-ENCODER_PREFIX = "encoder."
+ENCODER_PREFIX, ATOMS_PREFIX = "encoder.", "atom_"  # the encoder's entries; the atoms' (features, label logits)
 
 
 class DictionaryModel(nn.Module):
@@ -373,12 +373,8 @@ class FedDaDiL(RoundLoopMethod):
     def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         """What crosses in a round: the encoder's parameters in its rounds, the atoms (features and label logits)
         in the dictionary's; never α."""
-        kept = (ENCODER_PREFIX,) if phase.name == "encoder" else (FEATURES, LABEL_LOGITS)
-        return sum(
-            p.numel() * p.element_size()
-            for name, p in zip(space.layer_names, space.parameters)
-            if name.startswith(kept)
-        )
+        prefix = ENCODER_PREFIX if phase.name == "encoder" else ATOMS_PREFIX
+        return ParameterSpace(space.model, prefix=prefix).update_bytes
 
     @staticmethod
     def initial_atoms(
