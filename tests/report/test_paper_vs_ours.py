@@ -391,7 +391,7 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
     gaps = report.largest_gaps(table[table["published_table"] == "fmnist_noise"]).set_index("method")
     assert list(gaps.index) == ["fedgp_cosine", "fedda"]  # largest first (-9.09, -8.60): both more than 3 off
     assert gaps.loc["fedgp_cosine", "cause"] == (
-        "seed sd 2.83 over 2 seeds; best round 67.00; fmnist_noise_target_lr_half [1] 70.00; "
+        "seed sd 2.83 over 2 seeds; after warm-up 50.00; best round 67.00; fmnist_noise_target_lr_half [1] 70.00; "
         "within 3 points: fmnist_noise_target_lr_half; not run yet: fmnist_noise_unrun. lr_T halved"
     )
     # one seed, no logged rounds, no variant and no reading: nothing was varied
@@ -433,6 +433,32 @@ def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, m
     assert math.isnan(report.fewer_rounds_final({**payload, "rounds": payload["rounds"][:13], "final": 0.5}))
     mixed = paper_vs_ours([*paths, _write(tmp_path, {**source_only, "seed": 2}, 0.4, "so2")])
     assert math.isnan(mixed.set_index("published_table").loc["fmnist_noise", "ours_fewer_rounds"])  # every seed or none
+
+
+def test_a_gap_reads_the_model_its_fda_rounds_start_from(tmp_path, raw_params, monkeypatch):
+    from fdabench.report import paper_vs_ours as report
+
+    gp1 = _config(raw_params, "paper_cpu", "fmnist_label_shift", "fedgp_b1")  # Table 13, eta0.3: published 73.12
+    gp1 = {**gp1, "target": "eta0.3"}
+    # 2 warm-up rounds (the second is the model the FDA rounds start from), then the rounds climb past it
+    paths = [
+        _with_rounds(tmp_path, {**gp1, "seed": 0}, [0.40, 0.72, 0.76, 0.80, 0.81], "b0"),
+        _with_rounds(tmp_path, {**gp1, "seed": 1}, [0.30, 0.70, 0.75, 0.79, 0.82], "b1"),
+    ]
+    table = paper_vs_ours(paths)
+    row = table[(table["published_table"] == "fmnist_label_shift") & (table["target"] == "eta0.3")].iloc[0]
+    assert row["ours_after_warmup"] == pytest.approx(71.0)  # the last warm-up round's mean, never the first's
+    assert row["ours_mean"] == pytest.approx(81.5)
+    monkeypatch.delitem(report.MEASURED_CAUSES, ("fmnist_label_shift", "eta0.3", "fedgp_1"), raising=False)
+    cause = report.largest_gaps(table[table["published_table"] == "fmnist_label_shift"]).iloc[0]["cause"]
+    assert cause.startswith("seed sd 0.71 over 2 seeds; after warm-up 71.00; best round 81.50")
+    # 71.00 is 2.12 under the published 73.12
+    assert cause.endswith("within 3 points: the warm-up model. no setting varied yet")
+    # no warm-up round logged: nothing to read
+    payload = json.loads(Path(paths[0]).read_text())
+    assert report.after_warmup(payload) == pytest.approx(72.0)
+    fda_only = [{**record, "phase": "fda"} for record in payload["rounds"]]
+    assert math.isnan(report.after_warmup({**payload, "rounds": fda_only}))
 
 
 def test_the_best_round_is_read_in_the_phase_the_final_comes_from(tmp_path, raw_params):
