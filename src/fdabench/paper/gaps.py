@@ -76,6 +76,16 @@ _FINETUNE_TABLE_14 = Reading(
     "why): the second variant runs the fine-tuning code's own target, the deal's last party, 15% of it labelled",
 )
 
+_WARMUP_THEN_CLIMBS = Reading(
+    (),
+    "with β = 1 FedGP moves the model after its 2-round FedAvg warm-up by the filtered, cosine-scaled source "
+    "term alone (about lr_T/bs_T·cos·g_i a target step; the target's own update has weight 0). Where the published "
+    "value is within 3 points of the warm-up model these runs start their FDA rounds from (the measurement above), "
+    "the authors' model barely moved after it, while here it climbs from it over the 50 rounds (compare the best "
+    "round with the warm-up model): the gap is made after the warm-up, by that term's effect over the rounds, and "
+    "no recorded setting has yet been found that changes its size",
+)
+
 MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
     # Table 12, noise 0.4
     ("fmnist_noise", "noise0.4", "fedgp_0.5"): _FMNIST_TARGET_STEP,
@@ -119,15 +129,7 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         "row is one run per column and is not monotone in the number of labels",
     ),
     # Table 13: FedGP with β = 1 after its warm-up
-    ("fmnist_label_shift", "eta0.3", "fedgp_1"): Reading(
-        (),
-        "with β = 1 FedGP moves the model after its 2-round FedAvg warm-up by the filtered, cosine-scaled source "
-        "term alone (about lr_T/bs_T·cos·g_i a target step; the target's own update has weight 0). The published "
-        "value is within 3 points of the warm-up model these runs start their FDA rounds from, as if that term "
-        "barely moved the authors' model, while here it climbs from it over the 50 rounds (compare the best round "
-        "with the warm-up model): the gap is made after the warm-up, by that term's effect over the rounds, and "
-        "no recorded setting has yet been found that changes its size",
-    ),
+    **{("fmnist_label_shift", eta, "fedgp_1"): _WARMUP_THEN_CLIMBS for eta in ("eta0.3", "eta0.45")},
     # Table 17, cleveland: neither the scaler, fdabench's earlier batches, nor the statistic closes the gap.
     **{
         ("fed_heart", centre, key): Reading(_HEART_VARIANTS, _HEART_READING)
