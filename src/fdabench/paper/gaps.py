@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fdabench.paper.published import SOURCE_LABELS
+from fdabench.paper.published import PUBLISHED, SOURCE_LABELS
 
 
 class Reading(NamedTuple):
@@ -129,7 +129,7 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         "row is one run per column and is not monotone in the number of labels",
     ),
     # Table 13: FedGP with β = 1 after its warm-up
-    **{("fmnist_label_shift", eta, "fedgp_1"): _WARMUP_THEN_CLIMBS for eta in ("eta0.3", "eta0.45")},
+    **{("fmnist_label_shift", eta, "fedgp_1"): _WARMUP_THEN_CLIMBS for eta in PUBLISHED["fmnist_label_shift"]},
     # Table 17, cleveland: neither the scaler, fdabench's earlier batches, nor the statistic closes the gap.
     **{
         ("fed_heart", centre, key): Reading(_HEART_VARIANTS, _HEART_READING)
