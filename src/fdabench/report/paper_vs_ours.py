@@ -14,8 +14,8 @@ them), marked "(older commit)", and a published row counts on them only where no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -109,9 +109,7 @@ def paper_vs_ours_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
                     "method_key": method_key(config),
                     "seed": config["seed"],
                     "ours": 100 * cell["final"],
-                    "best_round": best_round(cell),
-                    "fewer_rounds": fewer_rounds_final(cell),
-                    "after_warmup": after_warmup(cell),
+                    **{name: statistic.of(cell) for name, statistic in RUN_STATISTICS.items()},
                     "published": value,
                     "changes": "; ".join(changes_from_published(as_published, cell.get("model", {}).get("options"))),
                     "inferred": "; ".join(inferred_for(as_published)),
@@ -135,9 +133,9 @@ def paper_vs_ours_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
     ]
     grouped = frame.groupby(keys, sort=False)
     table = grouped["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
-    table["ours_best_round"] = grouped["best_round"].mean().to_numpy()
-    table["ours_fewer_rounds"] = grouped["fewer_rounds"].agg(lambda values: values.mean(skipna=False)).to_numpy()
-    table["ours_after_warmup"] = grouped["after_warmup"].agg(lambda values: values.mean(skipna=False)).to_numpy()
+    for name, statistic in RUN_STATISTICS.items():
+        skip = statistic.skip_missing
+        table[f"ours_{name}"] = grouped[name].agg(lambda values, skip=skip: values.mean(skipna=skip)).to_numpy()
     table["difference"] = table["ours_mean"] - table["published"]
     return _in_published_order(table)[COLUMNS]
 
@@ -182,6 +180,26 @@ def after_warmup(cell: dict) -> float:
     return 100 * warmup[-1] if warmup else math.nan
 
 
+class RunStatistic(NamedTuple):
+    """A statistic of each run beside its final, averaged over the seeds (`ours_<name>`) and read beside a gap as
+    `label` <value>; `within` names it where it comes within WITHIN_POINTS of the published number."""
+
+    of: Callable[[dict], float]
+    skip_missing: bool  # a seed without it is left out of the mean; else one missing makes the mean NaN
+    label: str
+    within: str
+
+
+#: in the order a gap's measured cause reads them (`measured_cause`)
+RUN_STATISTICS = {
+    "after_warmup": RunStatistic(after_warmup, False, "after warm-up", "the warm-up model"),
+    "best_round": RunStatistic(best_round, True, "best round", "the best round"),
+    "fewer_rounds": RunStatistic(
+        fewer_rounds_final, False, f"{FEWER_ROUNDS} rounds fewer", f"{FEWER_ROUNDS} rounds fewer"
+    ),
+}
+
+
 def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
     """Rows by published table (in the order `SOURCES` lists them, unknown ones last as first seen), target (the
     published table's column order, Avg last), method."""
@@ -220,9 +238,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
                         "method_key": key,
                         "seed": seed,
                         "ours": covered["ours"].mean(),
-                        "best_round": covered["best_round"].mean(),
-                        "fewer_rounds": covered["fewer_rounds"].mean(skipna=False),
-                        "after_warmup": covered["after_warmup"].mean(skipna=False),
+                        **{name: covered[name].mean(skipna=stat.skip_missing) for name, stat in RUN_STATISTICS.items()},
                         "published": value,
                         "changes": changes,
                         "inferred": inferred,
@@ -332,15 +348,11 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
         within_sd = " (the gap is within one sd)" if abs(row.difference) <= row.ours_std else ""
         parts.append(f"seed sd {row.ours_std:.2f} over {row.n_seeds} seeds{within_sd}")
     reached = []
-    if not math.isnan(row.ours_after_warmup):
-        parts.append(f"after warm-up {row.ours_after_warmup:.2f}")
-        reached.append(("the warm-up model", abs(row.ours_after_warmup - row.published) <= WITHIN_POINTS))
-    if not math.isnan(row.ours_best_round):
-        parts.append(f"best round {row.ours_best_round:.2f}")
-        reached.append(("the best round", abs(row.ours_best_round - row.published) <= WITHIN_POINTS))
-    if not math.isnan(row.ours_fewer_rounds):
-        parts.append(f"{FEWER_ROUNDS} rounds fewer {row.ours_fewer_rounds:.2f}")
-        reached.append((f"{FEWER_ROUNDS} rounds fewer", abs(row.ours_fewer_rounds - row.published) <= WITHIN_POINTS))
+    for name, statistic in RUN_STATISTICS.items():
+        value = getattr(row, f"ours_{name}")
+        if not math.isnan(value):
+            parts.append(f"{statistic.label} {value:.2f}")
+            reached.append((statistic.within, abs(value - row.published) <= WITHIN_POINTS))
     for variant in variants.itertuples():
         name = variant.experiment if variant.method == row.method else f"{variant.experiment}/{variant.method}"
         parts.append(f"{name} [{changes.index(variant.changes) + 1}] {variant.ours_mean:.2f}")
