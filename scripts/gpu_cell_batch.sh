@@ -19,15 +19,17 @@ suite=$1 processes=$2
 shift 2
 batch=.gpu_batch
 rm -rf "$batch" && mkdir -p "$batch"
-dry() { snakemake -n -p --nolock --config suite="$suite" -- "$@" 2>&1 | sed -n 's/^Shell command: //p'; }
+# one dry run lists every job the cells need, with its exact command (a train command names its partition's path
+# whether or not the partition exists yet)
+snakemake -n -p --nolock --config suite="$suite" -- "$@" 2>&1 | sed -n 's/^Shell command: //p' > "$batch/jobs.txt"
 
 while read -r command; do  # the partitions the cells need: cheap, built here
     mkdir -p "$(dirname "$(sed 's/.*--output \([^ ]*\).*/\1/' <<<"$command")")"
     mkdir -p "$(dirname "$(sed 's/.*> \([^ ]*\) 2>&1$/\1/' <<<"$command")")"
     bash -c "$command"
-done < <(dry "$@" | grep '^fdabench partition' || true)
+done < <(grep '^fdabench partition' "$batch/jobs.txt" || true)
 
-dry "$@" | grep '^fdabench train' | python3 -c '
+grep '^fdabench train' "$batch/jobs.txt" | python3 -c '
 import re, sys
 for line in sys.stdin:  # the output and log under $OUT/work, no checkpoints (a killed cell reruns whole)
     output = re.search(r"--output (\S+)", line)[1]
