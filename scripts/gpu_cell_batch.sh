@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Training cells packed onto one bare GPU machine (no snakemake there), their results back as ONE file.
 #
-#   scripts/gpu_cell_batch.sh SUITE PROCESSES CELL_PATH...     # here, in a checkout with the data prepared
+#   scripts/gpu_cell_batch.sh SUITE PROCESSES CELL_PATH...     # here, in a checkout (data and partitions built)
 #
-# Here: builds the cells' partitions that are missing (their `fdabench partition` commands), then writes
+# Here: builds the data and partitions the cells need that are missing (snakemake, up to the partitions), then writes
 # .gpu_batch/commands.txt (each cell's exact `fdabench train` command, from `snakemake -n -p`) and
 # .gpu_batch/run.sh, and prints the folders to carry. There (repository root, $OUT the folder that comes back):
 # `bash .gpu_batch/run.sh` runs PROCESSES cells at a time (FDABENCH_FORKSERVER=0: one process per cell) and
@@ -21,15 +21,18 @@ batch=.gpu_batch
 rm -rf "$batch" && mkdir -p "$batch"
 # one dry run lists every job the cells need, with its exact command (a train command names its partition's path
 # whether or not the partition exists yet)
-snakemake -n -p --nolock --config suite="$suite" -- "$@" 2>&1 | sed -n 's/^Shell command: //p' > "$batch/jobs.txt"
+snakemake -n -p --nolock --config suite="$suite" -- "$@" > "$batch/dry_run.log" 2>&1 \
+    || { tail -n 30 "$batch/dry_run.log" >&2; echo "snakemake's dry run failed: $batch/dry_run.log" >&2; exit 1; }
+sed -n 's/^Shell command: //p' "$batch/dry_run.log" > "$batch/jobs.txt"
 
-while read -r command; do  # the partitions the cells need: cheap, built here
-    mkdir -p "$(dirname "$(sed 's/.*--output \([^ ]*\).*/\1/' <<<"$command")")"
-    mkdir -p "$(dirname "$(sed 's/.*> \([^ ]*\) 2>&1$/\1/' <<<"$command")")"
-    bash -c "$command"
-done < <(grep '^fdabench partition' "$batch/jobs.txt" || true)
+# the data and partitions the cells need (cheap): built here by the workflow itself, in its order
+partitions=$(sed -n 's/^fdabench train.* --partition \([^ ]*\) .*/\1/p' "$batch/jobs.txt" | sort -u)
+if [ -n "$partitions" ]; then
+    snakemake --cores 1 --config suite="$suite" -- $partitions > "$batch/partitions.log" 2>&1 \
+        || { tail -n 30 "$batch/partitions.log" >&2; echo "building the partitions failed: $batch/partitions.log" >&2; exit 1; }
+fi
 
-grep '^fdabench train' "$batch/jobs.txt" | python3 -c '
+{ grep '^fdabench train' "$batch/jobs.txt" || true; } | python3 -c '
 import re, sys
 for line in sys.stdin:  # the output and log under $OUT/work, no checkpoints (a killed cell reruns whole)
     output = re.search(r"--output (\S+)", line)[1]
