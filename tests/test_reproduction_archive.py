@@ -370,7 +370,7 @@ def test_the_committed_pages_are_what_the_committed_archive_regenerates(archive,
     """CI's check (`fdabench compare --archive <archive> --check`), from a folder that has the committed
     docs/reproduction and README and no results: the pages, the summary and the README block must equal what the
     archive regenerates, byte for byte. A suite with no archived cells yet has no pages, and docs/reproduction.md
-    says its summary is not backed by archived cells."""
+    says its summary is not backed by archived cells; once it has some, the page no longer says so."""
     from fdabench.cli.archive import committed_outputs, regenerate
 
     records = read_archive(archive)  # canonical: refuses a hand-edited file
@@ -386,6 +386,8 @@ def test_the_committed_pages_are_what_the_committed_archive_regenerates(archive,
         page = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
         assert f"`{suite}`: no archived cells yet" in page, "docs/reproduction.md must say the summary is not backed"
         return
+    page = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    assert f"`{suite}`: no archived cells yet" not in page, "docs/reproduction.md still says the archive is empty"
     texts, _ = regenerate(local)
     assert set(texts) >= set(committed_outputs(local, suite).values())
     for path, text in texts.items():
