@@ -549,6 +549,15 @@ def test_the_readme_status_block_is_replaced_between_its_markers():
     )
     block = status_table(summary, "paper_cpu")
     assert "| FedGP paper Table 17 | 36 | 36 | 20 (12) | 16 (2) |" in block
+    assert "all tables" not in block and block.endswith("20 matched rows are within 3 points (60%).")
+    table_13 = {**summary.iloc[0], "published_table": "fmnist_label_shift", "source": "FedGP paper Table 13"}
+    table_13.update(published_rows=54, matched=10, on_published_settings=10, on_inferred_settings=0)
+    table_13.update(within_3_points=9, within_3_points_inferred=0)
+    both = status_table(pd.concat([summary, pd.DataFrame([table_13])], ignore_index=True), "paper_cpu")
+    assert "| all tables | 90 | 46 | 30 (21) | 16 (2) |" in both
+    assert both.endswith("On the published settings, 21 of 30 matched rows are within 3 points (70%).")
+    nothing_faithful = summary.assign(on_published_settings=0, within_3_points=0)
+    assert "On the published settings" not in status_table(nothing_faithful, "paper_cpu")
     readme = f"intro\n{STATUS_BEGIN}\nold counts\n{STATUS_END}\nafter\n"
     replaced = replace_status(readme, block)
     assert (

@@ -585,7 +585,8 @@ STATUS_END = "<!-- end of reproduction-status -->"
 
 
 def status_table(summary: pd.DataFrame, suite: str) -> str:
-    """The README's reproduction status: one line per published table of the summary, counts as computed."""
+    """The README's reproduction status: one line per published table of the summary, counts as computed, their
+    sum over the tables, and the share of the rows on the published settings within WITHIN_POINTS."""
     lines = [
         f"Suite `{suite}` (`results/{suite}/paper_vs_ours.md`):",
         "",
@@ -593,12 +594,22 @@ def status_table(summary: pd.DataFrame, suite: str) -> str:
         "settings (within 3 points) |",
         "|---|---:|---:|---:|---:|",
     ]
-    for row in summary.itertuples(index=False):
-        lines.append(
-            f"| {row.source or row.published_table} | {row.published_rows} | {row.matched} | "
-            f"{row.on_published_settings} ({row.within_3_points}) | {row.on_inferred_settings} "
-            f"({row.within_3_points_inferred}) |"
-        )
+    line = lambda name, row: (
+        f"| {name} | {row['published_rows']} | {row['matched']} | {row['on_published_settings']} "
+        f"({row['within_3_points']}) | {row['on_inferred_settings']} ({row['within_3_points_inferred']}) |"
+    )
+    for _, row in summary.iterrows():
+        lines.append(line(row["source"] or row["published_table"], row))
+    total = summary[SUMMARY_COLUMNS[2:-1]].sum()  # the counts: published rows to within 3 points (inferred)
+    if len(summary) > 1:
+        lines.append(line("all tables", total))
+    if total["on_published_settings"]:
+        share = total["within_3_points"] / total["on_published_settings"]
+        lines += [
+            "",
+            f"On the published settings, {total['within_3_points']} of {total['on_published_settings']} matched rows "
+            f"are within {WITHIN_POINTS:g} points ({share:.0%}).",
+        ]
     older = [
         f"{row.source or row.published_table} {row.from_older_commit}"
         for row in summary.itertuples(index=False)
