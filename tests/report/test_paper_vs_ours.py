@@ -391,7 +391,8 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
     gaps = report.largest_gaps(table[table["published_table"] == "fmnist_noise"]).set_index("method")
     assert list(gaps.index) == ["fedgp_cosine", "fedda"]  # largest first (-9.09, -8.60): both more than 3 off
     assert gaps.loc["fedgp_cosine", "cause"] == (
-        "seed sd 2.83 over 2 seeds; after warm-up 50.00; best round 67.00; fmnist_noise_target_lr_half [1] 70.00; "
+        "seed sd 2.83 over 2 seeds, seeds 60.00 to 64.00; after warm-up 50.00; best round 67.00; "
+        "fmnist_noise_target_lr_half [1] 70.00; "
         "within 3 points: fmnist_noise_target_lr_half; not run yet: fmnist_noise_unrun. lr_T halved"
     )
     # one seed, no logged rounds, no variant and no reading: nothing was varied
@@ -401,7 +402,10 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
         [_write(tmp_path, {**da, "seed": seed}, final, f"da{seed}") for seed, final in ((0, 0.50), (1, 0.60))]
     )
     cause = report.largest_gaps(spread[spread["published_table"] == "fmnist_noise"]).iloc[0]["cause"]
-    assert cause.startswith("seed sd 7.07 over 2 seeds (the gap is within one sd)")
+    # where the published value (58.60) lies inside the seeds' range, that is said too
+    assert cause.startswith(
+        "seed sd 7.07 over 2 seeds (the gap is within one sd), seeds 50.00 to 60.00 (the published value inside it)"
+    )
 
 
 def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, monkeypatch):
@@ -435,6 +439,53 @@ def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, m
     assert math.isnan(mixed.set_index("published_table").loc["fmnist_noise", "ours_fewer_rounds"])  # every seed or none
 
 
+def test_a_personalised_gap_reads_the_global_model_beside_the_personal_one(tmp_path, raw_params, monkeypatch):
+    from fdabench.report import paper_vs_ours as report
+
+    ditto = _config(raw_params, "paper_cpu", "fed_heart_personalised", "ditto", "va")  # Table 17, va: published 55.56
+    paths = []
+    for seed, personal, global_ in ((0, 0.64, 0.54), (1, 0.66, 0.52)):
+        path = _write(tmp_path, {**ditto, "seed": seed}, personal, f"ditto{seed}")
+        payload = json.loads(Path(path).read_text())
+        # the global model's accuracy beside the personal model's; the final averages the last 2 rounds
+        payload["final_rounds"] = 2
+        payload["rounds"] = [
+            {"round": r, "phase": "fda", "accuracy": personal, "global_accuracy": global_ + (0.2 if r == 0 else 0)}
+            for r in range(3)
+        ]
+        Path(path).write_text(json.dumps(payload))
+        paths.append(path)
+    table = paper_vs_ours(paths)
+    row = table[(table["published_table"] == "fed_heart") & (table["target"] == "va")].iloc[0]
+    assert row["ours_global_model"] == pytest.approx(53.0)  # the rounds the final averages, not the first
+    monkeypatch.delitem(report.MEASURED_CAUSES, ("fed_heart", "va", "ditto"), raising=False)
+    cause = report.measured_cause(table, row, [])
+    assert "global model 53.00" in cause and cause.endswith("within 3 points: the global model. no setting varied yet")
+    assert math.isnan(report.global_model({"final_rounds": 5, "rounds": [{"round": 0, "accuracy": 0.5}]}))
+
+
+def test_an_average_reads_as_its_targets_and_a_row_left_out_of_the_counts_says_why(tmp_path, raw_params, monkeypatch):
+    from fdabench.paper.gaps import Reading
+    from fdabench.paper.published import NOT_COUNTED
+    from fdabench.report import paper_vs_ours as report
+
+    paths = [
+        _write(tmp_path, {**_config(raw_params, "paper_cpu", "fed_heart_personalised", method, centre)}, 0.9, name)
+        for method in ("apfl", "knn_per")
+        for centre in ("cleveland", "hungarian", "switzerland", "va")
+        for name in [f"{method}_{centre}"]
+    ]
+    table = paper_vs_ours(paths).set_index(["method", "target"], drop=False)
+    same = Reading((), "one reading for every centre")
+    for centre in ("cleveland", "hungarian", "switzerland", "va"):
+        monkeypatch.setitem(report.MEASURED_CAUSES, ("fed_heart", centre, "apfl"), same)
+    assert report.measured_cause(table, table.loc[("apfl", "Avg")], []).endswith("one reading for every centre")
+    monkeypatch.setitem(report.MEASURED_CAUSES, ("fed_heart", "va", "apfl"), Reading((), "another"))
+    assert report.measured_cause(table, table.loc[("apfl", "Avg")], []) == "no setting varied yet"
+    reason = NOT_COUNTED[("fed_heart", "knn_per")]
+    assert report.measured_cause(table, table.loc[("knn_per", "va")], []) == f"not counted: {reason}"
+
+
 def test_a_gap_reads_the_model_its_fda_rounds_start_from(tmp_path, raw_params, monkeypatch):
     from fdabench.report import paper_vs_ours as report
 
@@ -451,7 +502,7 @@ def test_a_gap_reads_the_model_its_fda_rounds_start_from(tmp_path, raw_params, m
     assert row["ours_mean"] == pytest.approx(81.5)
     monkeypatch.delitem(report.MEASURED_CAUSES, ("fmnist_label_shift", "eta0.3", "fedgp_1"), raising=False)
     cause = report.largest_gaps(table[table["published_table"] == "fmnist_label_shift"]).iloc[0]["cause"]
-    assert cause.startswith("seed sd 0.71 over 2 seeds; after warm-up 71.00; best round 81.50")
+    assert cause.startswith("seed sd 0.71 over 2 seeds, seeds 81.00 to 82.00; after warm-up 71.00; best round 81.50")
     # 71.00 is 2.12 under the published 73.12
     assert cause.endswith("within 3 points: the warm-up model. no setting varied yet")
     # no warm-up round logged: nothing to read

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from fdabench.cell.result import read_cell
-from fdabench.paper.gaps import MEASURED_CAUSES
+from fdabench.paper.gaps import MEASURED_CAUSES, Reading
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import (
     NOT_COUNTED,
@@ -46,11 +46,14 @@ COLUMNS = [
     "published",
     "ours_mean",
     "ours_std",
+    "ours_min",
+    "ours_max",
     "n_seeds",
     "difference",
     "ours_best_round",
     "ours_fewer_rounds",
     "ours_after_warmup",
+    "ours_global_model",
     "changes",
     "inferred",
     "older_commit",
@@ -132,7 +135,11 @@ def paper_vs_ours_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
         "older_commit",
     ]
     grouped = frame.groupby(keys, sort=False)
-    table = grouped["ours"].agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    table = (
+        grouped["ours"]
+        .agg(ours_mean="mean", ours_std="std", ours_min="min", ours_max="max", n_seeds="count")
+        .reset_index()
+    )
     for name, statistic in RUN_STATISTICS.items():
         skip = statistic.skip_missing
         table[f"ours_{name}"] = grouped[name].agg(lambda values, skip=skip: values.mean(skipna=skip)).to_numpy()
@@ -180,6 +187,15 @@ def after_warmup(cell: dict) -> float:
     return 100 * warmup[-1] if warmup else math.nan
 
 
+def global_model(cell: dict) -> float:
+    """The global model's metric over the rounds the cell's final averages (its last `final_rounds` logged), in %:
+    a personalised method logs it (`global_<metric>`) beside the metric of the target's personal model, the one its
+    final reads. NaN where the cell logs none."""
+    metric, last = cell.get("metric", "accuracy"), cell.get("final_rounds", 0)
+    values = [record[f"global_{metric}"] for record in cell.get("rounds", []) if f"global_{metric}" in record]
+    return 100 * sum(values[-last:]) / len(values[-last:]) if values and last > 0 else math.nan
+
+
 class RunStatistic(NamedTuple):
     """A statistic of each run beside its final, averaged over the seeds (`ours_<name>`) and read beside a gap as
     `label` <value>; `within` names it where it comes within WITHIN_POINTS of the published number."""
@@ -197,6 +213,7 @@ RUN_STATISTICS = {
     "fewer_rounds": RunStatistic(
         fewer_rounds_final, False, f"{FEWER_ROUNDS} rounds fewer", f"{FEWER_ROUNDS} rounds fewer"
     ),
+    "global_model": RunStatistic(global_model, False, "global model", "the global model"),
 }
 
 
@@ -346,7 +363,11 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     parts = []
     if not math.isnan(row.ours_std):
         within_sd = " (the gap is within one sd)" if abs(row.difference) <= row.ours_std else ""
-        parts.append(f"seed sd {row.ours_std:.2f} over {row.n_seeds} seeds{within_sd}")
+        inside = " (the published value inside it)" if row.ours_min <= row.published <= row.ours_max else ""
+        parts.append(
+            f"seed sd {row.ours_std:.2f} over {row.n_seeds} seeds{within_sd}, seeds {row.ours_min:.2f} to "
+            f"{row.ours_max:.2f}{inside}"
+        )
     reached = []
     for name, statistic in RUN_STATISTICS.items():
         value = getattr(row, f"ours_{name}")
@@ -363,6 +384,14 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     # a row another table shares (ALSO_PUBLISHED_IN) has that table's reading
     causes = [(key, row.target, row.method_key) for key in row_tables(row.published_table)]
     reading = next((MEASURED_CAUSES[cause] for cause in causes if cause in MEASURED_CAUSES), None)
+    if reading is None and row.target == AVERAGE:  # an average reads as its targets do, where they all read alike
+        tables = [(key, PUBLISHED.get(key, {})) for key in row_tables(row.published_table)]
+        alike = {
+            MEASURED_CAUSES.get((key, t, row.method_key)) for key, ts in tables for t in ts if row.method_key in ts[t]
+        }
+        reading = alike.pop() if len(alike) == 1 else None
+    if reading is None and (row.published_table, row.method_key) in NOT_COUNTED:
+        reading = Reading((), f"not counted: {NOT_COUNTED[(row.published_table, row.method_key)]}")
     missing = [name for name in (reading.variants if reading else ()) if name not in set(variants["experiment"])]
     if missing:
         parts.append(f"not run yet: {', '.join(missing)}")
