@@ -1,6 +1,8 @@
 """A cell through Flower equals the in-process round loop: the same per-round updates, metrics, β and byte counts,
 on Flower's simulation engine and on a real deployment on this machine (a SuperLink and one SuperNode process per
-site, each reading only its own file). Sites that drop out follow the dropout policy; bad updates are rejected."""
+site, each reading only its own file). Sites that drop out follow the dropout policy; bad updates are rejected.
+The client-state and plain methods' equivalence cases are in test_flower_client_state.py; what both share is in
+flower_cases.py."""
 
 import json
 import os
@@ -14,107 +16,27 @@ import yaml
 
 flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
 
-from fdabench.cell.lookup import cell_inputs  # noqa: E402
-from fdabench.cell.setup import load_problem  # noqa: E402
+from flower_cases import (  # noqa: E402
+    EXPERIMENT,
+    SEED,
+    SIMULATED,
+    TARGET,
+    WITH_AUXILIARY_LABELS,
+    _assert_same_rounds,
+    _in_process,
+    _problem,
+    _without_timings,
+)
+
 from fdabench.config import load_params  # noqa: E402
 from fdabench.core import paths  # noqa: E402
 from fdabench.federation.problem import ClientData  # noqa: E402
-from fdabench.federation.settings import TrainSettings  # noqa: E402
 from fdabench.flower import deploy, simulation, transport  # noqa: E402
 from fdabench.flower.faults import Fault  # noqa: E402
 from fdabench.flower.messages import RejectedReply, check_update  # noqa: E402
 from fdabench.flower.site_files import load_site, read_manifest  # noqa: E402
 from fdabench.flower.transport import SiteFailure  # noqa: E402
-from fdabench.methods import get_method  # noqa: E402
 from workflows import workflow_environment  # noqa: E402
-
-EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
-#: the round-loop methods each Flower-equivalence test runs (every registered one, `test_every_round_loop_method_...`)
-SIMULATED = ["fedgp", "fedgp_auto", "fdann", "fwdgrl", "oracle"]
-CLIENT_STATE_AND_PLAIN = [
-    "scaffold",
-    "fedbn",
-    "ditto",
-    "fedrep",
-    "apfl",
-    "knn_per",
-    "finetune_offline",
-    "source_only",
-    "target_only",
-    "warmup_target_only",
-    "fedda",
-    "fedda_auto",
-    "fedgp_auto_threshold",
-    "fedprox",
-    "fedavg_finetune",
-    "gp",
-    "kd3a",
-    "comda",
-    "dadil_e",
-    "dadil_r",
-]
-WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
-TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
-
-
-def _problem(params, method, experiment=EXPERIMENT, target=TARGET):
-    cell = params.cell(experiment, method, target, SEED)
-    problem, _ = load_problem(cell.config, *cell_inputs(params, experiment, target, SEED), torch.device("cpu"))
-    return cell, problem
-
-
-def _in_process(params, method, experiment=EXPERIMENT, target=TARGET):
-    """The cell's rounds in this process (one thread, as the Flower runs), and every update the server received."""
-    torch.set_num_threads(1)
-    cell, problem = _problem(params, method, experiment, target)
-    received = []
-    from fdabench.federation import rounds
-
-    class Recorded(rounds.LocalSites):
-        def train_sources(self, start, settings, round_index=0, asked=None, broadcast=None):
-            replies = super().train_sources(start, settings, round_index, asked, broadcast)
-            received.append([r.update.clone() for r in replies.results])
-            return replies
-
-        def train_target(self, inputs, start, settings):
-            reply = super().train_target(inputs, start, settings)
-            received.append([reply.result.update.clone()])
-            return reply
-
-    settings = TrainSettings.from_dict(cell.config["train"])
-
-    def make(space):
-        return Recorded(
-            method_object,
-            problem,
-            space,
-            rounds.loss_function(problem.task),
-            SEED,
-            "off",
-            torch.device("cpu"),
-            settings.eval_batch_size,
-        )
-
-    method_object = get_method(cell.config["algorithm"], cell.config["hparams"])
-    history = rounds.run_rounds(method_object, problem, settings, SEED, torch.device("cpu"), sites=make)
-    return history, received
-
-
-def _without_timings(history):
-    return [{key: value for key, value in record.items() if key not in TIMINGS} for record in history["rounds"]]
-
-
-def _assert_same_rounds(history, expected):
-    """The same records, round by round, but for timings and Flower's own entries; numbers to float tolerance."""
-    ours, theirs = _without_timings(history), _without_timings(expected)
-    assert [sorted(record) for record in ours] == [sorted(record) for record in theirs]
-    for mine, reference in zip(ours, theirs, strict=True):
-        for key, value in reference.items():
-            if isinstance(value, float | list):
-                # NaN where a metric is undefined (AUC on a split of one class) on both paths
-                assert mine[key] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), (mine["round"], key)
-            else:
-                assert mine[key] == value, (mine["round"], key)
 
 
 @pytest.fixture(scope="module")
@@ -279,70 +201,6 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
         assert record["flower_bytes_uplink"] > record["bytes_uplink"] > 0
         assert record["flower_bytes_downlink"] > record["bytes_downlink"] > 0
         assert record["flower_events"] == []
-
-
-def _with_client_state(params, method):
-    """The tiny suite with `method`: SCAFFOLD and FedBN with plain SGD and a model with BatchNorm layers; KD3A with
-    BatchNorm layers (the source models reach the target with their buffers) and sources confident enough to vote."""
-    from fdabench.config import validate_params
-
-    raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = [method]
-    if method in ("scaffold", "fedbn"):
-        train = raw["suites"]["tiny"].setdefault("train", {})
-        train.update({"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05})
-        train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
-    if method == "kd3a":
-        train = raw["suites"]["tiny"].setdefault("train", {})
-        train.update({"source_lr": 1e-2, "target_batch_size": 4})  # the target's own settings unused: KD3A's are
-        train["model_options"] = {**train.get("model_options", {}), "norm": "batch"}
-    if method == "comda":  # the target's networks train from round 1 (after its queries' round), so every round differs
-        raw["methods"]["comda"] = {"warm_target": 1}
-    if method.startswith("dadil"):  # a small dictionary; the tiny images make the encoder FedAvg rounds first
-        raw["methods"][method] = {
-            "atoms": 2,
-            "support_size": 6,
-            "batch_size": 4,
-            "local_steps": 2,
-            "rounds": 2,
-            "encoder_rounds": 2,
-            "classifier_steps": 5,
-        }
-    return validate_params(raw)
-
-
-def test_every_round_loop_method_has_a_flower_equivalence_case():
-    from fdabench.methods import METHODS
-    from fdabench.methods.base import RoundLoopMethod
-
-    loop_methods = {name for name in METHODS.names() if issubclass(METHODS.get(name), RoundLoopMethod)}
-    covered = [*SIMULATED, *CLIENT_STATE_AND_PLAIN, *WITH_AUXILIARY_LABELS]
-    assert len(covered) == len(set(covered)) and set(covered) == loop_methods, loop_methods ^ set(covered)
-
-
-@pytest.mark.parametrize("method", CLIENT_STATE_AND_PLAIN)
-def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
-    """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads,
-    Finetune_Offline's frozen features, Co-MDA's source models, target networks and ensembles and FedDaDiL's barycentric
-    coordinates live in each site's node state between rounds: the simulation's records
-    (metrics, bytes with c and Δc_i, the shared entries only, the fine-tuning epochs' none) equal the in-process loop's.
-    A personalised method's predictor never leaves the target: over Flower no source scores it (no `source_val_*`)."""
-    root, params = tiny_inputs
-    params = _with_client_state(params, method)
-    monkeypatch.chdir(root)
-    simulation.export_cell(params, EXPERIMENT, method, TARGET, SEED, tmp_path / "sites")
-    expected, _ = _in_process(params, method)
-    history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
-    if get_method(method).personalised:
-        assert not [key for record in history["rounds"] for key in record if key.startswith("source_val_")]
-        kept = lambda record: {key: value for key, value in record.items() if not key.startswith("source_val_")}
-        expected = {**expected, "rounds": [kept(record) for record in expected["rounds"]]}
-    _assert_same_rounds(history, expected)
-    assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
-    if method == "kd3a":  # the knowledge vote and the mixup ran at the target site
-        assert any(record["knowledge_fraction"] > 0 for record in history["rounds"])
-    if method == "comda":  # the sources answered the queries, and the target weighed them
-        assert all(len(record["source_weights"]) == 2 for record in history["rounds"][1:])
 
 
 @pytest.fixture(scope="module")
