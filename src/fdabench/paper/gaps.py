@@ -181,6 +181,13 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         "last 5 rounds lands anywhere in that band (compare the seeds' range and the best round); the published "
         "value is one run's",
     ),
+    ("fmnist_label_shift", "eta0.05", "fedda_0.5"): Reading(
+        (),
+        "the row reproduces at the larger shifts (the rows above); at η = 0.05 the warm-up leaves the model far below "
+        "(compare the model after the warm-up) and FedDA climbs from it for the whole 50 rounds, so the row is the "
+        "level the climb has reached at the last round, and the published value is one run's level; the seeds not "
+        "yet run measure how much that level moves with the seed",
+    ),
     ("fmnist_label_shift", "eta0.45", "target_only"): Reading(
         (),
         "Target Only trains on the target's labelled samples alone after the 2-round FedAvg warm-up: it peaks within "
