@@ -9,16 +9,7 @@ import pytest
 
 flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip install -e ".[flower]")')
 
-from flower_cases import (  # noqa: E402
-    CLIENT_STATE_AND_PLAIN,
-    EXPERIMENT,
-    SEED,
-    SIMULATED,
-    TARGET,
-    WITH_AUXILIARY_LABELS,
-    _assert_same_rounds,
-    _in_process,
-)
+import flower_cases as cases  # noqa: E402
 
 from fdabench.flower import simulation  # noqa: E402
 from fdabench.methods import get_method  # noqa: E402
@@ -59,11 +50,11 @@ def test_every_round_loop_method_has_a_flower_equivalence_case():
     from fdabench.methods.base import RoundLoopMethod
 
     loop_methods = {name for name in METHODS.names() if issubclass(METHODS.get(name), RoundLoopMethod)}
-    covered = [*SIMULATED, *CLIENT_STATE_AND_PLAIN, *WITH_AUXILIARY_LABELS]
+    covered = [*cases.SIMULATED, *cases.CLIENT_STATE_AND_PLAIN, *cases.WITH_AUXILIARY_LABELS]
     assert len(covered) == len(set(covered)) and set(covered) == loop_methods, loop_methods ^ set(covered)
 
 
-@pytest.mark.parametrize("method", CLIENT_STATE_AND_PLAIN)
+@pytest.mark.parametrize("method", cases.CLIENT_STATE_AND_PLAIN)
 def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inputs, method, monkeypatch, tmp_path):
     """SCAFFOLD's control variates, FedBN's BatchNorm layers, Ditto's and APFL's personal models, FedRep's heads,
     Finetune_Offline's frozen features, Co-MDA's source models, target networks and ensembles and FedDaDiL's barycentric
@@ -73,14 +64,14 @@ def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inp
     root, params = tiny_inputs
     params = _with_client_state(params, method)
     monkeypatch.chdir(root)
-    simulation.export_cell(params, EXPERIMENT, method, TARGET, SEED, tmp_path / "sites")
-    expected, _ = _in_process(params, method)
+    simulation.export_cell(params, cases.EXPERIMENT, method, cases.TARGET, cases.SEED, tmp_path / "sites")
+    expected, _ = cases._in_process(params, method)
     history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
     if get_method(method).personalised:
         assert not [key for record in history["rounds"] for key in record if key.startswith("source_val_")]
         kept = lambda record: {key: value for key, value in record.items() if not key.startswith("source_val_")}
         expected = {**expected, "rounds": [kept(record) for record in expected["rounds"]]}
-    _assert_same_rounds(history, expected)
+    cases._assert_same_rounds(history, expected)
     assert len({record["loss"] for record in history["rounds"]}) == len(history["rounds"])
     if method == "kd3a":  # the knowledge vote and the mixup ran at the target site
         assert any(record["knowledge_fraction"] > 0 for record in history["rounds"])
