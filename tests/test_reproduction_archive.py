@@ -381,12 +381,11 @@ def test_the_committed_pages_are_what_the_committed_archive_regenerates(archive,
     shutil.copy(REPO / "README.md", checkout / "README.md")
     monkeypatch.chdir(checkout)
     local = Path("docs") / "reproduction" / suite / "cells.jsonl.gz"
+    page = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
     if not records:
         assert not any(Path(local.parent / f"paper_vs_ours.{ext}").exists() for ext in ("csv", "md", "html"))
-        page = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
         assert f"`{suite}`: no archived cells yet" in page, "docs/reproduction.md must say the summary is not backed"
         return
-    page = (REPO / "docs" / "reproduction.md").read_text(encoding="utf-8")
     assert f"`{suite}`: no archived cells yet" not in page, "docs/reproduction.md still says the archive is empty"
     texts, _ = regenerate(local)
     assert set(texts) >= set(committed_outputs(local, suite).values())

@@ -470,10 +470,11 @@ def test_an_average_reads_as_its_targets_and_a_row_left_out_of_the_counts_says_w
     from fdabench.report import paper_vs_ours as report
 
     paths = [
-        _write(tmp_path, {**_config(raw_params, "paper_cpu", "fed_heart_personalised", method, centre)}, 0.9, name)
+        _write(
+            tmp_path, _config(raw_params, "paper_cpu", "fed_heart_personalised", method, centre), 0.9, method + centre
+        )
         for method in ("apfl", "knn_per")
         for centre in ("cleveland", "hungarian", "switzerland", "va")
-        for name in [f"{method}_{centre}"]
     ]
     table = paper_vs_ours(paths).set_index(["method", "target"], drop=False)
     same = Reading((), "one reading for every centre")

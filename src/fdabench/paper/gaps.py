@@ -86,6 +86,16 @@ _WARMUP_THEN_CLIMBS = Reading(
     "no recorded setting has yet been found that changes its size",
 )
 
+_FEDDA_DECAYS_ONE_RUN = Reading(
+    (),
+    f"{_FEDDA_DECAYS} (compare the best round and 10 rounds fewer with the final); the published row is one run per "
+    "column, at the code's train seed 8, and is not monotone in the number of labels",
+)
+_FINETUNE_TABLE_13 = Reading(
+    (),
+    f"{_FINETUNE_EITHER_LAYERS}; Tables 12 and 14 run that variant (fmnist_noise_finetune_frozen, "
+    "fmnist_source_labels_finetune_frozen), this table not yet",
+)
 _DITTO_GLOBAL = Reading(
     (),
     "Ditto's personal model is pulled towards the global FedAvg model by (λ/2)‖v − w‖². Where the published row is "
@@ -149,11 +159,7 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
     },
     **{("fmnist_source_labels", column, "finetune_offline"): _FINETUNE_TABLE_14 for column in SOURCE_LABELS},
     **{
-        ("fmnist_source_labels", column, "fedda_0.5"): Reading(
-            (),
-            f"{_FEDDA_DECAYS} (compare the best round and 10 rounds fewer with the final); the published row is one "
-            "run per column, at the code's train seed 8, and is not monotone in the number of labels",
-        )
+        ("fmnist_source_labels", column, "fedda_0.5"): _FEDDA_DECAYS_ONE_RUN
         for column in SOURCE_LABELS
         if column != "noise0.4-label9"
     },
@@ -164,14 +170,7 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         "row is one run per column and is not monotone in the number of labels",
     ),
     # Table 13: Finetune_Offline's layers are inferred (as in Tables 12 and 14, whose frozen variants measure them)
-    **{
-        ("fmnist_label_shift", eta, "finetune_offline"): Reading(
-            (),
-            f"{_FINETUNE_EITHER_LAYERS}; Tables 12 and 14 run that variant (fmnist_noise_finetune_frozen, "
-            "fmnist_source_labels_finetune_frozen), this table not yet",
-        )
-        for eta in PUBLISHED["fmnist_label_shift"]
-    },
+    **{("fmnist_label_shift", eta, "finetune_offline"): _FINETUNE_TABLE_13 for eta in PUBLISHED["fmnist_label_shift"]},
     # Table 13: FedDA where no source holds a target class; Target Only's drift after its peak
     ("fmnist_label_shift", "eta0", "fedda_0.5"): Reading(
         (),

@@ -58,17 +58,16 @@ COLUMNS = [
     "inferred",
     "older_commit",
 ]
-SUMMARY_COLUMNS = [
-    "published_table",
-    "source",
+#: the summary's counts per published table, which the README block also sums over the tables
+SUMMARY_COUNTS = [
     "published_rows",
     "matched",
     "on_published_settings",
     "on_inferred_settings",
     "within_3_points",
     "within_3_points_inferred",
-    "from_older_commit",
 ]
+SUMMARY_COLUMNS = ["published_table", "source", *SUMMARY_COUNTS, "from_older_commit"]
 OLDER_COMMIT = " (older commit)"  # the mark of a row whose cells ran an older version of their code
 NOT_COUNTED_MARK = " (not counted)"  # the mark of a row whose published value `NOT_COUNTED` leaves out
 
@@ -233,6 +232,11 @@ def _in_published_order(table: pd.DataFrame) -> pd.DataFrame:
     return order.sort_values(["_table", "_target", "experiment", "method"], kind="stable").reset_index(drop=True)
 
 
+def _published_targets(table: str, key: str) -> list[str]:
+    """The targets (columns) of published table `table` that print a row for method key `key`."""
+    return [target for target, methods in PUBLISHED.get(table, {}).items() if key in methods]
+
+
 def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of target "Avg" for published averages: per seed, the mean over every target the published row
     covers (seeds missing a target are left out), as the published table averages its targets."""
@@ -242,7 +246,7 @@ def _published_average_rows(frame: pd.DataFrame) -> pd.DataFrame:
         value = PUBLISHED_AVERAGES.get(table, {}).get(key)
         if value is None:
             continue
-        targets = {target for target, methods in PUBLISHED[table].items() if key in methods}
+        targets = set(_published_targets(table, key))
         for seed, runs in group.groupby("seed", sort=False):
             if set(runs["target"]) >= targets:
                 covered = runs[runs["target"].isin(targets)]
@@ -385,9 +389,10 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     causes = [(key, row.target, row.method_key) for key in row_tables(row.published_table)]
     reading = next((MEASURED_CAUSES[cause] for cause in causes if cause in MEASURED_CAUSES), None)
     if reading is None and row.target == AVERAGE:  # an average reads as its targets do, where they all read alike
-        tables = [(key, PUBLISHED.get(key, {})) for key in row_tables(row.published_table)]
         alike = {
-            MEASURED_CAUSES.get((key, t, row.method_key)) for key, ts in tables for t in ts if row.method_key in ts[t]
+            MEASURED_CAUSES.get((key, target, row.method_key))
+            for key in row_tables(row.published_table)
+            for target in _published_targets(key, row.method_key)
         }
         reading = alike.pop() if len(alike) == 1 else None
     if reading is None and (row.published_table, row.method_key) in NOT_COUNTED:
@@ -629,7 +634,7 @@ def status_table(summary: pd.DataFrame, suite: str) -> str:
     )
     for _, row in summary.iterrows():
         lines.append(line(row["source"] or row["published_table"], row))
-    total = summary[SUMMARY_COLUMNS[2:-1]].sum()  # the counts: published rows to within 3 points (inferred)
+    total = summary[SUMMARY_COUNTS].sum()
     if len(summary) > 1:
         lines.append(line("all tables", total))
     if total["on_published_settings"]:
