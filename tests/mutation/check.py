@@ -1,20 +1,46 @@
 """Mutation testing gate: run mutmut on the modules configured in pyproject.toml ([tool.mutmut]) and fail
 when a mutant survives that tests/mutation/equivalent.txt does not explain, or when the score falls below
-the threshold. Usage: python tests/mutation/check.py [--min-score 0.95] [--no-run]"""
+the threshold.
+
+An explained mutant is run again only where its module may have changed since a run saw it survive:
+tests/mutation/verified.json holds, per module, a digest of its source, the mutmut version and its explained
+mutants' names, recorded by `--record-verified` after a run in which every one of them survived. Where the digest
+still matches, the same source gives the same mutants, so those known survivors are skipped (they cost a third of
+the gate's time, each running every test that reaches it); `--recheck` runs them all, as does any edit to the module.
+
+Usage: python tests/mutation/check.py [--min-score 0.95] [--no-run] [--recheck] [--record-verified]"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
 from collections import Counter
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.txt")
+VERIFIED = Path(__file__).with_name("verified.json")
+MODULES = [  # [tool.mutmut] only_mutate, as modules: `mutmut run` mutates them all
+    "fdabench.tensor_math.aggregation",
+    "fdabench.tensor_math.dataset_dictionary",
+    "fdabench.data.partition",
+    "fdabench.data.partitioners.feature_noise",
+    "fdabench.data.partitioners.label_shift",
+    "fdabench.data.partitioners.labelled_target",
+    "fdabench.data.partitioners.leave_one_domain_out",
+    "fdabench.data.partitioners.shift_and_subsample",
+    "fdabench.federation.rounds",
+    "fdabench.federation.sites",
+    "fdabench.methods.auto",
+]
 DETECTED = {"killed", "timeout", "segfault"}  # a mutant that fails the tests, hangs or crashes them is caught
+UNDETECTED = {"survived", "no tests"}  # what a run must see of every explained mutant to record its module verified
 # mutmut forks a worker per mutant from a process that has run torch: with OpenMP's thread pool started,
 # the forked workers deadlock and every such mutant reads as "timeout" (caught) whatever the tests say.
 # One thread per process keeps the pool unused, so each mutant is judged by its tests.
@@ -43,41 +69,91 @@ def statuses() -> dict[str, str]:
     return {match[1]: match[2] for match in re.finditer(r"^\s*(\S+): (.+?)\s*$", output, re.MULTILINE)}
 
 
+def module_digest(module: str, reasons: dict[str, str]) -> str:
+    """What fixes a module's mutants and which of them are explained: its source, the mutmut version and the names."""
+    source = ROOT / "src" / (module.replace(".", "/") + ".py")
+    explained_names = sorted(name for name in reasons if name.startswith(module + ".x"))
+    digest = hashlib.sha256(source.read_bytes())
+    digest.update(version("mutmut").encode())
+    digest.update("\n".join(explained_names).encode())
+    return digest.hexdigest()
+
+
+def verified_modules(reasons: dict[str, str]) -> set[str]:
+    """The modules whose explained mutants a recorded run saw survive, unchanged since."""
+    recorded = json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+    return {module for module in MODULES if recorded.get(module) == module_digest(module, reasons)}
+
+
+def known_survivors(reasons: dict[str, str]) -> set[str]:
+    """The explained mutants not to run again: those of verified modules."""
+    modules = verified_modules(reasons)
+    return {name for name in reasons if name.split(".x", 1)[0] in modules}
+
+
+def run_mutmut(skip: set[str]) -> None:
+    """`mutmut run` on every mutant but `skip`. mutmut names its mutants only once it has generated them, so a first
+    call runs the modules with nothing to skip (which makes the mutants), a second the rest by name."""
+
+    def mutmut_run(*names: str) -> None:
+        environment = {**os.environ, **SINGLE_THREADED}
+        command = [sys.executable, "-m", "mutmut", "run", *names]
+        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=environment)
+
+    skipped_modules = {name.split(".x", 1)[0] for name in skip}
+    whole_modules = [module for module in MODULES if module not in skipped_modules]
+    if not skip or not whole_modules:
+        mutmut_run()
+        return
+    mutmut_run(*(f"{module}.x*" for module in whole_modules))
+    rest = sorted(name for name, status in statuses().items() if status == "not checked" and name not in skip)
+    if rest:
+        mutmut_run(*rest)
+
+
+def record_verified(modules: list[str], results: dict[str, str], reasons: dict[str, str]) -> None:
+    """Write the digest of each module whose every explained mutant this run saw survive."""
+    recorded = json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+    for module in modules:
+        mine = [name for name in reasons if name.startswith(module + ".x")]
+        if all(results.get(name) in UNDETECTED for name in mine):
+            recorded[module] = module_digest(module, reasons)
+        else:
+            recorded.pop(module, None)
+            print(f"{module}: not recorded as verified (an explained mutant did not survive this run)")
+    temporary = VERIFIED.with_suffix(".tmp")
+    temporary.write_text(json.dumps(dict(sorted(recorded.items())), indent=2) + "\n", encoding="utf-8")
+    temporary.replace(VERIFIED)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--min-score", type=float, default=0.95, help="killed-or-explained fraction required per module"
     )
     parser.add_argument("--no-run", action="store_true", help="read the last run's results only")
+    parser.add_argument("--recheck", action="store_true", help="run the explained mutants of verified modules too")
+    parser.add_argument(
+        "--record-verified",
+        action="store_true",
+        help="run every mutant (as --recheck) and record the modules whose explained mutants all survived",
+    )
     parser.add_argument(
         "--modules",
         nargs="+",
-        default=[
-            "fdabench.tensor_math.aggregation",
-            "fdabench.tensor_math.dataset_dictionary",
-            "fdabench.data.partition",
-            "fdabench.data.partitioners.feature_noise",
-            "fdabench.data.partitioners.label_shift",
-            "fdabench.data.partitioners.labelled_target",
-            "fdabench.data.partitioners.leave_one_domain_out",
-            "fdabench.data.partitioners.shift_and_subsample",
-            "fdabench.federation.rounds",
-            "fdabench.federation.sites",
-            "fdabench.methods.auto",
-        ],
+        default=MODULES,
         help="modules to mutate (of [tool.mutmut] only_mutate); CI runs the default",
     )
     args = parser.parse_args()
+    reasons = explained()
+    skip = set() if args.recheck or args.record_verified else known_survivors(reasons)
     if not args.no_run:
-        environment = {**os.environ, **SINGLE_THREADED}
-        subprocess.run(
-            [sys.executable, "-m", "mutmut", "run"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=environment
-        )
-    results, reasons = statuses(), explained()
+        run_mutmut(skip)
+    results = statuses()
     failed = False
     for module in args.modules:
         mine = {name: status for name, status in results.items() if name.startswith(module + ".x")}
-        if not mine or any(status == "not checked" for status in mine.values()):
+        if not mine or any(status == "not checked" for name, status in mine.items() if name not in skip):
             print(f"{module}: not (fully) run; run without --no-run")
             failed = True
             continue
@@ -86,10 +162,12 @@ def main() -> int:
         survivors = [name for name, status in mine.items() if status not in DETECTED]
         unexplained = [name for name in survivors if name not in reasons]
         score = (detected + len(survivors) - len(unexplained)) / len(mine)
+        known = sum(name in skip for name in mine)
         print(
             f"{module}: {len(mine)} mutants, {detected} killed ({detected / len(mine):.1%}), "
-            f"{len(survivors) - len(unexplained)} explained, {len(unexplained)} unexplained: "
-            f"{score:.1%} killed or explained ({dict(counts)})"
+            f"{len(survivors) - len(unexplained)} explained"
+            + (f" ({known} known survivors not run again: the module is as verified)" if known else "")
+            + f", {len(unexplained)} unexplained: {score:.1%} killed or explained ({dict(counts)})"
         )
         for name in unexplained:
             print(f"  unexplained: {name} ({mine[name]}); `mutmut show {name}`")
@@ -100,6 +178,8 @@ def main() -> int:
     stale = sorted(name for name in in_scope if results.get(name) in DETECTED - {"timeout"} or name not in results)
     for name in stale:
         print(f"  listed as equivalent but now {results.get(name, 'gone')}: {name} (remove it from {EQUIVALENT.name})")
+    if args.record_verified and not (failed or stale):
+        record_verified(args.modules, results, reasons)
     return 1 if failed or stale else 0
 
 
