@@ -79,9 +79,13 @@ def module_digest(module: str, reasons: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
+def recorded_digests() -> dict[str, str]:
+    return json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+
+
 def verified_modules(reasons: dict[str, str]) -> set[str]:
     """The modules whose explained mutants a recorded run saw survive, unchanged since."""
-    recorded = json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+    recorded = recorded_digests()
     return {module for module in MODULES if recorded.get(module) == module_digest(module, reasons)}
 
 
@@ -113,7 +117,7 @@ def run_mutmut(skip: set[str]) -> None:
 
 def record_verified(modules: list[str], results: dict[str, str], reasons: dict[str, str]) -> None:
     """Write the digest of each module whose every explained mutant this run saw survive."""
-    recorded = json.loads(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+    recorded = recorded_digests()
     for module in modules:
         mine = [name for name in reasons if name.startswith(module + ".x")]
         if all(results.get(name) in UNDETECTED for name in mine):
