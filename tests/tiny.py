@@ -18,6 +18,18 @@ TINY_TRAIN = {
     "target_batch_size": 16,
 }
 
+#: a small FedDaDiL dictionary (hparams of dadil_e and dadil_r): the properties a test checks (resume, source order,
+#: privacy, Flower equivalence) do not depend on its size; the defaults (200-point supports, 300 classifier steps) took
+#: 70-120 s a case
+TINY_DICTIONARY = {
+    "atoms": 2,
+    "support_size": 6,
+    "batch_size": 4,
+    "local_steps": 2,
+    "encoder_rounds": 2,
+    "classifier_steps": 5,
+}
+
 #: settings for `aux_problem` (five features, two classes)
 AUX_TRAIN = {
     "model": "mlp",

@@ -13,6 +13,7 @@ import flower_cases as cases  # noqa: E402
 
 from fdabench.flower import simulation  # noqa: E402
 from fdabench.methods import get_method  # noqa: E402
+from tiny import TINY_DICTIONARY  # noqa: E402
 
 
 def _with_client_state(params, method):
@@ -33,15 +34,7 @@ def _with_client_state(params, method):
     if method == "comda":  # the target's networks train from round 1 (after its queries' round), so every round differs
         raw["methods"]["comda"] = {"warm_target": 1}
     if method.startswith("dadil"):  # a small dictionary; the tiny images make the encoder FedAvg rounds first
-        raw["methods"][method] = {
-            "atoms": 2,
-            "support_size": 6,
-            "batch_size": 4,
-            "local_steps": 2,
-            "rounds": 2,
-            "encoder_rounds": 2,
-            "classifier_steps": 5,
-        }
+        raw["methods"][method] = {**TINY_DICTIONARY, "rounds": 2}
     return validate_params(raw)
 
 

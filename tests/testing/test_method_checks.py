@@ -12,21 +12,12 @@ from fdabench.methods import METHODS, Aggregate, RoundLoopMethod
 from fdabench.methods.fda import FedDA
 from fdabench.tensor_math.aggregation import fedda
 from fdabench.testing import check_method, failures
+from tiny import TINY_DICTIONARY
 
 pytest_plugins = ["fdabench.testing.fixtures"]
 
 SHIPPED_RULES = [name for name in shipped_names(METHODS) if issubclass(METHODS.get(name), RoundLoopMethod)]
-#: FedDaDiL with a small dictionary: the kit checks the rule's properties (resume, source order, privacy, ...), which do
-#: not depend on its size; its defaults (200-point supports, 300 classifier steps) took 70-120 s a variant here
-SMALL_DICTIONARY = {
-    "atoms": 2,
-    "support_size": 6,
-    "batch_size": 4,
-    "local_steps": 2,
-    "encoder_rounds": 2,
-    "classifier_steps": 5,
-}
-KIT_HPARAMS = {"dadil_e": SMALL_DICTIONARY, "dadil_r": SMALL_DICTIONARY}
+KIT_HPARAMS = {"dadil_e": TINY_DICTIONARY, "dadil_r": TINY_DICTIONARY}  # the kit checks properties, not size
 
 
 class PlantedTargetCoefficient(FedDA):
