@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
@@ -26,18 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 VERIFIED = Path(__file__).with_name("verified.json")
-MODULES = [  # [tool.mutmut] only_mutate, as modules: `mutmut run` mutates them all
-    "fdabench.tensor_math.aggregation",
-    "fdabench.tensor_math.dataset_dictionary",
-    "fdabench.data.partition",
-    "fdabench.data.partitioners.feature_noise",
-    "fdabench.data.partitioners.label_shift",
-    "fdabench.data.partitioners.labelled_target",
-    "fdabench.data.partitioners.leave_one_domain_out",
-    "fdabench.data.partitioners.shift_and_subsample",
-    "fdabench.federation.rounds",
-    "fdabench.federation.sites",
-    "fdabench.methods.auto",
+MUTATED = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]["only_mutate"]
+#: [tool.mutmut] only_mutate, as modules (a package's __init__ holds no code to mutate): `mutmut run` mutates them all
+MODULES = [
+    ".".join(path.relative_to(ROOT / "src").with_suffix("").parts)
+    for pattern in MUTATED
+    for path in sorted(ROOT.glob(pattern))
+    if path.name != "__init__.py"
 ]
 DETECTED = {"killed", "timeout", "segfault"}  # a mutant that fails the tests, hangs or crashes them is caught
 UNDETECTED = {"survived", "no tests"}  # what a run must see of every explained mutant to record its module verified
@@ -69,10 +65,15 @@ def statuses() -> dict[str, str]:
     return {match[1]: match[2] for match in re.finditer(r"^\s*(\S+): (.+?)\s*$", output, re.MULTILINE)}
 
 
+def of_module(module: str, names) -> list[str]:
+    """The mutant names among `names` that belong to `module` (mutmut names them `<module>.x<function>__mutmut_<n>`)."""
+    return [name for name in names if name.startswith(module + ".x")]
+
+
 def module_digest(module: str, reasons: dict[str, str]) -> str:
     """What fixes a module's mutants and which of them are explained: its source, the mutmut version and the names."""
     source = ROOT / "src" / (module.replace(".", "/") + ".py")
-    explained_names = sorted(name for name in reasons if name.startswith(module + ".x"))
+    explained_names = sorted(of_module(module, reasons))
     digest = hashlib.sha256(source.read_bytes())
     digest.update(version("mutmut").encode())
     digest.update("\n".join(explained_names).encode())
@@ -91,8 +92,7 @@ def verified_modules(reasons: dict[str, str]) -> set[str]:
 
 def known_survivors(reasons: dict[str, str]) -> set[str]:
     """The explained mutants not to run again: those of verified modules."""
-    modules = verified_modules(reasons)
-    return {name for name in reasons if name.split(".x", 1)[0] in modules}
+    return {name for module in verified_modules(reasons) for name in of_module(module, reasons)}
 
 
 def run_mutmut(skip: set[str]) -> None:
@@ -104,8 +104,7 @@ def run_mutmut(skip: set[str]) -> None:
         command = [sys.executable, "-m", "mutmut", "run", *names]
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=environment)
 
-    skipped_modules = {name.split(".x", 1)[0] for name in skip}
-    whole_modules = [module for module in MODULES if module not in skipped_modules]
+    whole_modules = [module for module in MODULES if not of_module(module, skip)]
     if not skip or not whole_modules:
         mutmut_run()
         return
@@ -119,7 +118,7 @@ def record_verified(modules: list[str], results: dict[str, str], reasons: dict[s
     """Write the digest of each module whose every explained mutant this run saw survive."""
     recorded = recorded_digests()
     for module in modules:
-        mine = [name for name in reasons if name.startswith(module + ".x")]
+        mine = of_module(module, reasons)
         if all(results.get(name) in UNDETECTED for name in mine):
             recorded[module] = module_digest(module, reasons)
         else:
@@ -156,7 +155,7 @@ def main() -> int:
     results = statuses()
     failed = False
     for module in args.modules:
-        mine = {name: status for name, status in results.items() if name.startswith(module + ".x")}
+        mine = {name: results[name] for name in of_module(module, results)}
         if not mine or any(status == "not checked" for name, status in mine.items() if name not in skip):
             print(f"{module}: not (fully) run; run without --no-run")
             failed = True
@@ -166,7 +165,7 @@ def main() -> int:
         survivors = [name for name, status in mine.items() if status not in DETECTED]
         unexplained = [name for name in survivors if name not in reasons]
         score = (detected + len(survivors) - len(unexplained)) / len(mine)
-        known = sum(name in skip for name in mine)
+        known = sum(name in skip and status == "not checked" for name, status in mine.items())
         print(
             f"{module}: {len(mine)} mutants, {detected} killed ({detected / len(mine):.1%}), "
             f"{len(survivors) - len(unexplained)} explained"
@@ -176,7 +175,7 @@ def main() -> int:
         for name in unexplained:
             print(f"  unexplained: {name} ({mine[name]}); `mutmut show {name}`")
         failed |= bool(unexplained) or score < args.min_score
-    in_scope = [name for name in reasons if name.startswith(tuple(module + ".x" for module in args.modules))]
+    in_scope = [name for module in args.modules for name in of_module(module, reasons)]
     # an explained mutant the tests now fail is stale; one that timed out is not (on a busy machine an equivalent
     # mutant's tests can run past mutmut's limit, which proves nothing about them)
     stale = sorted(name for name in in_scope if results.get(name) in DETECTED - {"timeout"} or name not in results)
