@@ -399,9 +399,11 @@ def test_every_committed_gap_of_more_than_3_points_has_a_measured_cause(archive)
     a marked variant or a reading (fdabench.paper.gaps), never "no setting varied yet"."""
     import pandas as pd
 
+    from fdabench.report.paper_vs_ours import NOTHING_VARIED
+
     table_path = archive.parent / "paper_vs_ours.csv"
     if not table_path.exists():
-        return
+        pytest.skip(f"{archive.parent.name} has no published comparison")
     table = pd.read_csv(table_path)
-    unread = table[table["measured_cause"].fillna("").str.contains("no setting varied yet")]
+    unread = table[table["measured_cause"].fillna("").str.contains(NOTHING_VARIED)]
     assert unread.empty, unread[["experiment", "target", "method", "difference"]].to_string()

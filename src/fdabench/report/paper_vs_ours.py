@@ -70,6 +70,7 @@ SUMMARY_COUNTS = [
 SUMMARY_COLUMNS = ["published_table", "source", *SUMMARY_COUNTS, "from_older_commit"]
 OLDER_COMMIT = " (older commit)"  # the mark of a row whose cells ran an older version of their code
 NOT_COUNTED_MARK = " (not counted)"  # the mark of a row whose published value `NOT_COUNTED` leaves out
+NOTHING_VARIED = "no setting varied yet"  # the measured cause of a gap with neither a marked variant nor a reading
 
 
 def older_commit(cell: dict[str, Any]) -> bool:
@@ -400,7 +401,7 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     missing = [name for name in (reading.variants if reading else ()) if name not in set(variants["experiment"])]
     if missing:
         parts.append(f"not run yet: {', '.join(missing)}")
-    text = reading.text if reading else ("" if not variants.empty else "no setting varied yet")
+    text = reading.text if reading else ("" if not variants.empty else NOTHING_VARIED)
     return ". ".join(piece for piece in ("; ".join(parts), text) if piece)
 
 
