@@ -192,8 +192,8 @@ MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
         (),
         "the row reproduces at the larger shifts (the rows above); at η = 0.05 the warm-up leaves the model far below "
         "(compare the model after the warm-up) and FedDA climbs from it for the whole 50 rounds, so the row is the "
-        "level the climb has reached at the last round, and the published value is one run's level; the seeds not "
-        "yet run measure how much that level moves with the seed",
+        "level the climb has reached at the last round, and the published value is one run's level; the seeds' "
+        "range above measures how much that level moves with the seed",
     ),
     **{("fmnist_label_shift", eta, "source_only"): _SOURCE_ONLY_FALLS for eta in ("eta0.05", "eta0.15")},
     ("fmnist_label_shift", "eta0.45", "target_only"): Reading(
