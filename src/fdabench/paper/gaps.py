@@ -132,12 +132,10 @@ _FEDREP_ONE_RUN = Reading(
 
 _UNFILTERED_FOLLOWS_TARGET = Reading(
     (),
-    "FedGP without its filter keeps the cosine-scaled source terms with cos ≤ 0 that FedGP drops; each is about "
-    "lr_T/bs_T·cos·g_i a target step, so this row, like the filtered FedGP_0.5 at the same noise level (under its "
-    "published row too; at noise 0.4 within 3 points at half the target lr, fmnist_noise_target_lr_half), follows "
-    "the target's own steps at the released lr_T = 0.005, filtered or not, and drifts down after an early peak "
-    "(compare the best round and 10 rounds fewer); no script sets the learning rate, and no code for this row is "
-    "public",
+    "FedGP without its filter also keeps the cosine-scaled source terms with cos ≤ 0, each as small as those FedGP "
+    "keeps, so this row follows the target's own steps, filtered or not, and the filtered FedGP_0.5's reading at "
+    "the same noise level (its target lr) holds for it too; it drifts down after an early peak (compare the best "
+    "round and 10 rounds fewer), and no code for this row is public",
 )
 
 MEASURED_CAUSES: dict[tuple[str, str, str], Reading] = {
