@@ -8,8 +8,9 @@
 # .gpu_batch/run.sh, and prints the folders to carry. There (repository root, $OUT the folder that comes back):
 # `bash .gpu_batch/run.sh` runs PROCESSES cells at a time (FDABENCH_FORKSERVER=0: one process per cell) and
 # packs every finished cell into $OUT/cells.tgz, so a machine that returns few files returns them all. Back here:
-# `tar xzf cells.tgz` in the checkout, then `fdabench archive add results/cells/SUITE ...`. A cell that did not
-# finish leaves no file (cells are written atomically); rerun the script for what is left.
+# `tar xzf cells.tgz` in the checkout, then `fdabench archive add results/cells/SUITE ...`, which takes them only
+# where the machine ran the locked torch (docs/benchmarks.md). A cell that did not finish leaves no file (cells are
+# written atomically); rerun the script for what is left.
 # On the lent machines of this project's workplace: the device tool's `run` with carry = the printed folders and
 # `.whl` (scripts/gpu_wheels.sh), about 300 Table 13 cells an hour on one H200 with 18 processes (docs/benchmarks.md).
 set -euo pipefail

@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from fdabench.cell.archive import read_archive
+from fdabench.cell.lock import locked_pins, version_disagreements
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -105,17 +106,10 @@ def test_this_environment_is_the_locked_one_for_the_packages_that_move_the_numbe
 
 
 def _disagreements(versions: dict[str, str]) -> list[str]:
-    """Where a cell's recorded versions disagree with the lock: torch not the locked torch, Python older than the
-    lock's, fdabench not this project's version."""
-    _, python = _lock()
-    found = []
-    if Version(versions.get("torch", "0")).public != Version(_pin("torch")).public:
-        found.append(f"torch {versions.get('torch')} (locked {_pin('torch')})")
-    if Version(versions.get("python", "0")) < python:
-        found.append(f"python {versions.get('python')} (the lock is for {python} and later)")
-    if versions.get("fdabench") != _project()["version"]:
-        found.append(f"fdabench {versions.get('fdabench')} (this project is {_project()['version']})")
-    return found
+    """Where a cell's recorded versions disagree with the lock (`fdabench.cell.lock`, the rule `fdabench archive
+    add` applies)."""
+    pins, python = locked_pins(LOCK.read_text(encoding="utf-8"))
+    return version_disagreements(versions, pins, python, _project()["version"])
 
 
 def test_a_cell_of_other_versions_disagrees_with_the_lock():

@@ -244,6 +244,35 @@ def test_add_replaces_a_cell_s_older_record_and_refuses_incomplete_cells(workspa
     assert _run("archive", "add", old_path, "--archive", archive) == 2
 
 
+def test_add_refuses_cells_that_ran_other_versions_than_the_lock_pins(workspace, tmp_path, monkeypatch, capsys):
+    """A cell that ran another torch (a GPU machine's own image, say) is a valid run but not what the locked
+    environment produces: refused with the reason, nothing added, unless --any-versions; a CUDA build of the locked
+    torch is the locked torch."""
+    _, paths = workspace
+    archive = tmp_path / "cells.jsonl.gz"
+    cell = json.loads(paths[0].read_text(encoding="utf-8"))
+    locked_torch = cell["versions"]["torch"]
+
+    def written(torch: str, name: str) -> Path:
+        path = tmp_path / name / "seed0.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**cell, "versions": {**cell["versions"], "torch": torch}}), encoding="utf-8")
+        return path
+
+    other, cuda = written("2.11.0+cu130", "other"), written(f"{locked_torch}+cu132", "cuda")
+    lock = ("--lock", REPO / "requirements.lock")
+    assert _run("archive", "add", paths[1], other, "--archive", archive, *lock) == 2
+    assert not archive.exists()
+    assert f"torch 2.11.0+cu130 (locked {locked_torch})" in capsys.readouterr().err
+    assert _run("archive", "add", cuda, "--archive", archive, *lock) == 0
+    assert _run("archive", "add", other, "--archive", archive, *lock, "--any-versions") == 0
+    assert [record["versions"]["torch"] for record in read_archive(archive)] == ["2.11.0+cu130"]
+    monkeypatch.chdir(tmp_path)  # no requirements.lock here: said, not skipped silently
+    capsys.readouterr()
+    assert _run("archive", "add", other, "--archive", archive) == 0
+    assert "not checked" in capsys.readouterr().out
+
+
 def test_default_archive_is_the_suite_s_under_docs_reproduction(workspace, tmp_path, monkeypatch):
     _, paths = workspace
     monkeypatch.chdir(tmp_path)

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fdabench.cell.lock import LOCK
 from fdabench.cli.common import CommandError, suite_arguments
 
 README = Path("README.md")
@@ -45,6 +46,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise CommandError(f"{error}; nothing was added") from None
         records.setdefault(record["cell"]["suite"], []).append(record)
+    if not args.any_versions:
+        _check_versions([record for new in records.values() for record in new], Path(args.lock))
     if args.archive and len(records) > 1:
         raise CommandError(
             f"cells of several suites ({', '.join(sorted(records))}): one archive holds one suite; add each suite's "
@@ -64,6 +67,30 @@ def cmd_add(args: argparse.Namespace) -> int:
             f"{len(all_records)} cells, {path.stat().st_size} bytes"
         )
     return 0
+
+
+def _check_versions(records: list[dict[str, Any]], lock: Path) -> None:
+    """Refuse (CommandError, nothing added) records whose versions disagree with the lock (`fdabench.cell.lock`);
+    say so where there is no lock to check them against."""
+    import fdabench
+    from fdabench.cell.lock import locked_pins, version_disagreements
+
+    if not lock.is_file():
+        print(f"{lock}: no such lock file here; the cells' versions were not checked against one")
+        return
+    pins, python = locked_pins(lock.read_text(encoding="utf-8"))
+    found = {
+        "/".join(str(record["cell"][key]) for key in ("experiment", "method", "target", "seed")): problems
+        for record in records
+        if (problems := version_disagreements(record.get("versions") or {}, pins, python, fdabench.__version__))
+    }
+    if found:
+        shown = "; ".join(f"{cell}: {', '.join(problems)}" for cell, problems in list(found.items())[:3])
+        raise CommandError(
+            f"{len(found)} of {len(records)} cells ran other versions than {lock} pins ({shown}"
+            f"{'; ...' if len(found) > 3 else ''}); nothing was added. The archive holds what the locked environment "
+            "produced: rerun them after the README's install, or record them anyway with --any-versions"
+        )
 
 
 def current_fingerprint(config: dict[str, Any]) -> str | None:
@@ -282,11 +309,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "add",
         help="add finished cells to the archive of their suite, each replacing an older record of the same cell; "
-        "refuses an incomplete cell (nothing is added then)",
+        "refuses an incomplete cell, or one that ran other versions than requirements.lock pins (nothing is added "
+        "then)",
     )
     p.add_argument("cells", nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)")
     p.add_argument(
         "--archive", help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)"
+    )
+    p.add_argument(
+        "--lock",
+        default=str(LOCK),
+        help=f"the lock the cells' recorded torch, Python and fdabench versions must agree with (default {LOCK}); "
+        "a cell that disagrees is refused and nothing is added",
+    )
+    p.add_argument(
+        "--any-versions",
+        action="store_true",
+        help="add cells whatever versions they ran (the committed archives' test then fails on them)",
     )
     p.set_defaults(handler=cmd_add)
 
