@@ -271,6 +271,7 @@ def test_add_refuses_cells_that_ran_other_versions_than_the_lock_pins(workspace,
     capsys.readouterr()
     assert _run("archive", "add", other, "--archive", archive) == 0
     assert "not checked" in capsys.readouterr().out
+    assert _run("archive", "add", other, "--archive", archive, "--lock", "missing.lock") == 2  # named: must exist
 
 
 def test_default_archive_is_the_suite_s_under_docs_reproduction(workspace, tmp_path, monkeypatch):

@@ -47,7 +47,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             raise CommandError(f"{error}; nothing was added") from None
         records.setdefault(record["cell"]["suite"], []).append(record)
     if not args.any_versions:
-        _check_versions([record for new in records.values() for record in new], Path(args.lock))
+        _check_versions([record for new in records.values() for record in new], Path(args.lock), args.lock != str(LOCK))
     if args.archive and len(records) > 1:
         raise CommandError(
             f"cells of several suites ({', '.join(sorted(records))}): one archive holds one suite; add each suite's "
@@ -69,12 +69,14 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_versions(records: list[dict[str, Any]], lock: Path) -> None:
+def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> None:
     """Refuse (CommandError, nothing added) records whose versions disagree with the lock (`fdabench.cell.lock`);
-    say so where there is no lock to check them against."""
+    where the default lock is absent, say that nothing was checked; a lock `named` on the command line must exist."""
     import fdabench
     from fdabench.cell.lock import locked_pins, version_disagreements
 
+    if not lock.is_file() and named:
+        raise CommandError(f"{lock}: no such lock file; nothing was added")
     if not lock.is_file():
         print(f"{lock}: no such lock file here; the cells' versions were not checked against one")
         return
