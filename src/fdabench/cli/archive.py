@@ -75,9 +75,9 @@ def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> N
     import fdabench
     from fdabench.cell.lock import locked_pins, version_disagreements
 
-    if not lock.is_file() and named:
-        raise CommandError(f"{lock}: no such lock file; nothing was added")
     if not lock.is_file():
+        if named:
+            raise CommandError(f"{lock}: no such lock file; nothing was added")
         print(f"{lock}: no such lock file here; the cells' versions were not checked against one")
         return
     pins, python = locked_pins(lock.read_text(encoding="utf-8"))
