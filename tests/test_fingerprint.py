@@ -8,6 +8,8 @@ import pytest
 
 import fdabench
 from fdabench.cell.fingerprint import (
+    BOOKKEEPING,
+    RUNNER,
     CodeFingerprint,
     _Graph,
     cell_fingerprint,
@@ -110,6 +112,30 @@ def test_a_change_to_one_dataset_changes_only_its_cells_and_report_code_changes_
     assert {cell for cell in baseline if after[cell] != baseline[cell]} == {c for c in baseline if c[0] == "digits"}
     report = _edited(tmp_path, "report", "report/tables.py", lambda t: t + "\nEXTRA_CONSTANT = 1\n")
     assert _digests(report) == baseline
+
+
+@pytest.mark.parametrize("module", ["core/io.py", "core/errors.py", "core/formats.py", "cell/plugin_fingerprint.py"])
+def test_a_change_to_bookkeeping_code_changes_no_cell(tmp_path, baseline, module):
+    """Reading and writing files, error types, file kinds and fingerprinting compute no number: no job reruns."""
+    package = _edited(tmp_path, "bookkeeping", module, lambda t: t + "\nEXTRA_CONSTANT = 1\n")
+    assert _digests(package) == baseline
+
+
+def test_the_reach_stops_at_bookkeeping_modules_and_nothing_else_drops_out():
+    """Every module a cell reaches, less the bookkeeping ones, is still reached: the stop removes only those."""
+    graph = _Graph(INSTALLED)
+    roots = cell_roots(_config("digits", "fedgp"))
+    reached = graph.closure(roots)
+    assert not reached & BOOKKEEPING
+    everything, pending = set(), list(roots)  # the reach without the stop
+    while pending:
+        module = pending.pop()
+        if module not in everything:
+            everything.add(module)
+            pending += graph.imports(module)
+    assert everything - reached == everything & BOOKKEEPING
+    assert {"fdabench.core.io", "fdabench.cell.fingerprint"} <= everything  # the stop has something to stop
+    assert RUNNER in reached and "fdabench.federation.rounds" in reached
 
 
 def test_roots_are_the_modules_of_the_registered_components():

@@ -300,7 +300,8 @@ def _with_older_code(archive: Path, older: Path, experiments: set[str], seeds: s
     records = read_archive(archive)
     for record in records:
         if record["cell"]["experiment"] in experiments and record["cell"]["seed"] in seeds:
-            record["code"] = {**record["code"], "fingerprint": "0" * 64}
+            modules = {**record["code"]["modules"], "fdabench.federation.rounds": "0" * 16}  # the round loop changed
+            record["code"] = {**record["code"], "fingerprint": "0" * 64, "modules": modules}
     older.write_bytes(encode(records))
 
 
@@ -437,3 +438,38 @@ def test_every_committed_gap_of_more_than_3_points_has_a_measured_cause(archive)
     table = pd.read_csv(table_path)
     unread = table[table["measured_cause"].fillna("").str.contains(NOTHING_VARIED)]
     assert unread.empty, unread[["experiment", "target", "method", "difference"]].to_string()
+
+
+def _with_bookkeeping_recorded(archive: Path, edited: Path) -> None:
+    """`archive` as if every record ran before `fdabench.core.io` became bookkeeping: the module in its record, and
+    so another digest, every other module's code the same."""
+    records = read_archive(archive)
+    for record in records:
+        modules = {**record["code"]["modules"], "fdabench.core.io": "0123456789abcdef"}
+        record["code"] = {**record["code"], "fingerprint": "f" * 16, "modules": modules}
+    edited.write_bytes(encode(records))
+
+
+def test_a_module_that_became_bookkeeping_leaves_archived_cells_current(workspace, tmp_path, params, capsys):
+    root, paths = workspace
+    archive = tmp_path / "current.jsonl.gz"
+    assert _run("archive", "add", *paths, "--archive", archive) == 0
+    edited = tmp_path / "edited" / "cells.jsonl.gz"
+    edited.parent.mkdir()
+    _with_bookkeeping_recorded(archive, edited)
+    outputs = _compare_outputs(tmp_path / "pages")
+    assert _run("compare", "--archive", edited, *_flags(outputs)) == 0
+    assert "(older commit)" not in outputs["--md"].read_text(encoding="utf-8")
+    assert "(0 from an older commit)" in capsys.readouterr().out
+    export = tmp_path / "clone"
+    assert _run("archive", "export", "--archive", edited, "--params", REPO / "params.yaml", "--root", export) == 0
+    assert "older commit" not in capsys.readouterr().out
+    planned = {cell.path: cell for cell in params.cells()}
+    written = sorted(export.rglob("*.json"))
+    assert len(written) == len(paths)
+    for path in written:
+        cell = planned[str(path.relative_to(export))]
+        exported = json.loads(path.read_text(encoding="utf-8"))
+        assert exported["code"] == cell_code(cell.config).to_json()  # the workspace judges the digest: current
+        assert exported["archive"]["recorded_code"]["modules"]["fdabench.core.io"] == "0123456789abcdef"
+        assert recorded_state(path, cell.config, lambda cell=cell: cell_code(cell.config).to_json())[0] == "current"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.result import CELL_KEYS, FORMAT
+from fdabench.cell.staleness import code_changes
 from fdabench.core.io import atomic_path, canonical_json
 
 ARCHIVE_FORMAT = "fdabench.archive/1"
@@ -238,16 +239,19 @@ def add_records(
     return sorted(by_identity.values(), key=identity), counts
 
 
-def record_state(record: dict[str, Any], config: dict[str, Any] | None, fingerprint: str | None) -> tuple[str, str]:
+def record_state(record: dict[str, Any], config: dict[str, Any] | None, code: dict[str, Any] | None) -> tuple[str, str]:
     """("current" | "older commit" | "config changed" | "not in the suite", why) of a record against what the source
-    and params.yaml give now for its cell: `config` (None: the suite no longer has the cell) and the code
-    `fingerprint` (None: it cannot be computed, e.g. the method is no longer registered)."""
+    and params.yaml give now for its cell: `config` (None: the suite no longer has the cell) and its code fingerprint
+    `code` ({fingerprint, modules}; None: it cannot be computed, e.g. the method is no longer registered), compared
+    module by module (`fdabench.cell.staleness.code_changes`)."""
     if config is None:
         return "not in the suite", "params.yaml no longer lists this cell"
-    if fingerprint != record["code"].get("fingerprint"):
+    changed = None if code is None else code_changes(record["code"], code)
+    if changed != []:
         ran = record["code"].get("fingerprint", "?")[:12]
-        now = (fingerprint or "none")[:12]
-        return "older commit", f"ran with code {ran}, the source gives {now} now"
+        now = (code or {}).get("fingerprint", "none")[:12]
+        what = f": {', '.join(changed)} changed" if changed else ""
+        return "older commit", f"ran with code {ran}, the source gives {now} now{what}"
     if config != record["config"]:
         changed = sorted(
             key for key in set(config) | set(record["config"]) if config.get(key) != record["config"].get(key)

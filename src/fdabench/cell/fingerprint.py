@@ -14,6 +14,13 @@ Roots per kind of job (what the job runs):
   cell's method, dataset, partitioner and model, as registered under the names in its configuration;
 - theory init: the theory check's job (fdabench.theory.init) and the cell's model, dataset and partitioner.
 
+The reach stops at the *bookkeeping* modules (`BOOKKEEPING`): how files are read and written, how fingerprints and
+plugins are worked out, error types and file-kind tags. None of them can change a number a job computes, so a change
+to them reruns nothing. A recorded fingerprint is compared module by module (`fdabench.cell.staleness`): the job is
+current when every module today's fingerprint reaches has the hash it had when the job ran; a module the job's record
+lists and today's reach no longer does (a bookkeeping module, recorded before it was one) is not a change, because a
+module leaves the reach of unchanged code only by becoming bookkeeping.
+
 Package versions (torch, numpy, ...) are recorded in each cell file beside the fingerprint, not in it.
 """
 
@@ -34,6 +41,23 @@ from fdabench.models import MODELS
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/fdabench
 RUNNER = "fdabench.cell.run"
+#: Modules that never change a number a job computes, where the reach of every fingerprint stops: the package's
+#: version string (recorded beside the fingerprint), file reading and writing and the hashes that name files
+#: (`core.io`), error types (`core.errors`), file-kind tags (`core.formats`), the registries' name lookup
+#: (`core.registry`: the member found is fingerprinted by its own module), plugin loading (`core.plugins`: a plugin's
+#: code enters the fingerprints of the cells that use it, `cell.plugin_fingerprint`) and fingerprinting itself.
+BOOKKEEPING = frozenset(
+    {
+        "fdabench",
+        "fdabench.core.io",
+        "fdabench.core.errors",
+        "fdabench.core.formats",
+        "fdabench.core.registry",
+        "fdabench.core.plugins",
+        "fdabench.cell.fingerprint",
+        "fdabench.cell.plugin_fingerprint",
+    }
+)
 THEORY_RUNNER = "fdabench.theory.init"
 
 
@@ -138,12 +162,13 @@ class _Graph:
         return {name for name in reached if name in self.files}
 
     def closure(self, roots: Iterable[str]) -> set[str]:
-        reached, pending = set(), [root for root in roots if root in self.files]
+        """The modules reached from `roots` through imports, stopping at the bookkeeping ones (`BOOKKEEPING`)."""
+        reached, pending = set(), [root for root in roots if root in self.files and root not in BOOKKEEPING]
         while pending:
             module = pending.pop()
             if module not in reached:
                 reached.add(module)
-                pending += sorted(self.imports(module) - reached)
+                pending += sorted(self.imports(module) - reached - BOOKKEEPING)
         return reached
 
 

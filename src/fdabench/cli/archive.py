@@ -95,27 +95,29 @@ def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> N
         )
 
 
-def current_fingerprint(config: dict[str, Any]) -> str | None:
-    """The code fingerprint today's source gives the cell of `config` (None where it cannot be computed, e.g. its
-    method is no longer registered)."""
+def current_fingerprint(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The code fingerprint today's source gives the cell of `config`, as a cell records it ({fingerprint, modules});
+    None where it cannot be computed, e.g. its method is no longer registered."""
     from fdabench.cell.plugin_fingerprint import cell_code
     from fdabench.core.registry import UnknownNameError
 
     try:
-        return cell_code(config).digest
+        return cell_code(config).to_json()
     except (UnknownNameError, KeyError, ValueError, ImportError):
         return None
 
 
 def archived_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records as cells (`fdabench.cell.archive.cell_from_record`), each with `archive.older_commit`: whether its
-    code fingerprint differs from the one today's source gives its configuration."""
+    code differs from what today's source gives its configuration (`fdabench.cell.staleness.code_changes`)."""
     from fdabench.cell.archive import cell_from_record
+    from fdabench.cell.staleness import code_changes
 
     cells = []
     for record in records:
         cell = cell_from_record(record)
-        cell["archive"]["older_commit"] = current_fingerprint(record["config"]) != record["code"].get("fingerprint")
+        current = current_fingerprint(record["config"])
+        cell["archive"]["older_commit"] = current is None or code_changes(record["code"], current) != []
         cells.append(cell)
     return cells
 
@@ -266,7 +268,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             key = (record["cell"]["experiment"], record["cell"]["method"], str(record["cell"]["target"]))
             cell = planned.get((*key, int(record["cell"]["seed"])))
             config = cell.config if cell else None
-            state, reason = record_state(record, config, current_fingerprint(config) if cell else None)
+            code = current_fingerprint(config) if cell else None
+            state, reason = record_state(record, config, code)
             counts[state] += 1
             path = root / paths.fill(
                 paths.CELL, suite=suite, experiment=key[0], method=key[1], target=key[2], seed=record["cell"]["seed"]
@@ -279,7 +282,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 kept += 1
                 continue
             if not args.dry_run:
-                write_json_atomic(path, cell_from_record(record))
+                write_json_atomic(path, _exported_cell(cell_from_record(record), code if state == "current" else None))
             written += 1
         summary = ", ".join(f"{counts[state]} {state}" for state in sorted(counts))
         verb = "would write" if args.dry_run else "wrote"
@@ -297,6 +300,16 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
             status = 1 if args.check else status
     return status
+
+
+def _exported_cell(cell: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
+    """The cell file of an archived cell: a current one (`fdabench.cell.staleness.code_changes` finds no module
+    changed) carries today's fingerprint, which a workspace judges by its digest, and keeps the recorded one as
+    `archive.recorded_code` where they differ (a module became bookkeeping since it ran)."""
+    if current is not None and cell["code"] != current:
+        cell["archive"]["recorded_code"] = cell["code"]
+        cell["code"] = current
+    return cell
 
 
 def register(sub: argparse._SubParsersAction) -> None:
