@@ -10,31 +10,71 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 
 EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
-#: the round-loop methods each Flower-equivalence test runs (every registered one, `test_every_round_loop_method_...`)
-SIMULATED = ["fedgp", "fedgp_auto", "fdann", "fwdgrl", "oracle"]
+#: One Flower-equivalence case per transport feature, not per method: what crosses between the server and the sites,
+#: and what runs at a site, is decided by the round-loop flags and client hooks a method sets (`transport_features`),
+#: never by what its aggregate or batch loss computes, which the in-process method tests check for every method.
+#: `test_every_transport_feature_has_a_flower_equivalence_case` fails when a method brings a combination no case has.
+#: The round-loop methods that run with the exported tiny suite (test_flower.py: updates compared site by site)
+SIMULATED = ["fedgp", "fedgp_auto", "fdann", "oracle"]
 CLIENT_STATE_AND_PLAIN = [
-    "scaffold",
-    "fedbn",
-    "ditto",
-    "fedrep",
-    "apfl",
-    "knn_per",
-    "finetune_offline",
-    "source_only",
-    "target_only",
-    "warmup_target_only",
-    "fedda",
-    "fedda_auto",
-    "fedgp_auto_threshold",
-    "fedprox",
-    "fedavg_finetune",
-    "gp",
-    "kd3a",
-    "comda",
-    "dadil_e",
-    "dadil_r",
+    "scaffold",  # a broadcast to every client and a message back (c, Δc_i), plain SGD
+    "fedbn",  # local layers that never leave a site, buffers
+    "ditto",  # a personal model at the target, its own local rounds
+    "fedrep",  # heads kept at every site, only the body crosses
+    "knn_per",  # a personalised predictor built at the target
+    "finetune_offline",  # a "local" phase: the target trains alone, nothing crosses
+    "source_only",  # no target training
+    "target_only",  # no source training
+    "warmup_target_only",  # sources in the warm-up only
+    "fedprox",  # a proximal term at every site
+    "gp",  # the target starts from the sources' average, a source batch loss
+    "kd3a",  # source models with their buffers forwarded to the target
+    "comda",  # queries to the sources only, their predictions forwarded to the target
+    "dadil_e",  # an encoder phase, then dictionary rounds with barycentric coordinates kept at the sites
 ]
-WITH_AUXILIARY_LABELS = ["auxinfo", "auxinfo_gp"]  # need a dataset with auxiliary labels: Fed-Heart (the mirror)
+WITH_AUXILIARY_LABELS = ["auxinfo"]  # auxiliary labels in the site files: Fed-Heart (the mirror)
+#: what a method sets that the transport or a site acts on
+TRANSPORT_FLAGS = (
+    "sources_train",
+    "sources_train_after_warmup",
+    "target_split",
+    "warmup",
+    "target_receives_source_updates",
+    "target_receives_source_buffers",
+    "target_receives_source_messages",
+    "broadcast_to_target",
+    "keeps_client_state",
+    "state_clients",
+    "personalised",
+)
+TRANSPORT_HOOKS = (
+    "phases",
+    "fda_settings",
+    "prepare_model",
+    "source_batch_loss",
+    "target_batch_loss",
+    "target_start",
+    "local_proximal",
+    "target_observer",
+    "update_bytes",
+    "message_shapes",
+    "client_state",
+    "broadcast",
+    "local_plan",
+    "after_local",
+    "local_round",
+)
+
+
+def transport_features(method: type) -> tuple:
+    """The flags a round-loop method sets and the client-side hooks it overrides: two methods with the same features
+    send the same kinds of message through the same code at the server and the sites."""
+    from fdabench.methods.base import RoundLoopMethod
+
+    overridden = tuple(hook for hook in TRANSPORT_HOOKS if getattr(method, hook) is not getattr(RoundLoopMethod, hook))
+    return tuple(getattr(method, flag) for flag in TRANSPORT_FLAGS), overridden
+
+
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")
 
 

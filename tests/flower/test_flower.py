@@ -41,8 +41,8 @@ from workflows import workflow_environment  # noqa: E402
 
 @pytest.fixture(scope="module")
 def exported(tiny_inputs, tmp_path_factory):
-    """The tiny suite's SIMULATED cells as site files (all but fedgp added to the suite for this test; fdann and fwdgrl
-    train the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
+    """The tiny suite's SIMULATED cells as site files (all but fedgp added to the suite for this test; fdann
+    trains the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
     must report the samples its method's `target_split` trains on)."""
     root, params = tiny_inputs
     folders = {}
