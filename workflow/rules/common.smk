@@ -230,7 +230,7 @@ def _cell_paths(experiments):
 
 
 def _cell_plan(experiment, method, target, seed):
-    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.cell.plugin_scope import cell_code
 
     config = validated_params().cell(experiment, method, target, seed).config
     return {"config": config, "code": cell_code(config).to_json()}
@@ -256,8 +256,8 @@ def cell_config(wildcards):
 
 
 def cell_code(wildcards):
-    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus a plugin's modules:
-    fdabench.cell.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
+    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus the plugins it uses or
+    that changed what it runs: fdabench.cell.plugin_scope): a rule parameter, so a change to that code reruns the cell and a change to any
     other code does not; the job is given it (`fdabench train --code`)."""
     return _cell_params(*_cell_key(wildcards))[1]
 
@@ -304,12 +304,11 @@ def cell_labels(wildcards, output):
 
 
 def _code_digest(kind, *args):
-    """The code fingerprint of a prepare, partition or theory-init job (fdabench.cell.fingerprint's roots of `kind`,
-    plugins included)."""
-    from fdabench.cell import fingerprint
-    from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
+    """The code fingerprint of a prepare, partition or theory-init job (fdabench.cell.plugin_scope's `<kind>_code`:
+    the plugins it uses or that changed what it runs included)."""
+    from fdabench.cell import plugin_scope
 
-    return plugin_aware_fingerprint(getattr(fingerprint, f"{kind}_roots")(*args)).digest
+    return getattr(plugin_scope, f"{kind}_code")(*args).digest
 
 
 def prepare_code(wildcards):

@@ -61,7 +61,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 on_round=on_round,
                 checkpoint=checkpoint,
                 checkpoint_every=args.checkpoint_every,
-                code=None if args.code is None else CodeFingerprint.from_json(args.code),
+                code=_own_code(config) if args.code is None else CodeFingerprint.from_json(args.code),
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
@@ -72,6 +72,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{args.output}"
     )
     return 0
+
+
+def _own_code(config: dict[str, Any]) -> Any:
+    """The cell's code fingerprint worked out here (`fdabench.cell.plugin_scope.cell_code`), as the train rule does;
+    None where the configuration names no registered member (the cell's set-up then says which)."""
+    from fdabench.cell.plugin_scope import cell_code
+    from fdabench.core.registry import UnknownNameError
+
+    try:
+        return cell_code(config)
+    except (KeyError, TypeError, UnknownNameError):
+        return None
 
 
 #: what `fdabench train --cell` reads of a resolved cell configuration (`fdabench.config.Params.cell`)
