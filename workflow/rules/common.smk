@@ -14,6 +14,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fdabench.core import devices, paths
+from fdabench.core.device_identity import planned_config
 from fdabench.cell.result import read_cell, report_labels
 from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
@@ -246,9 +247,11 @@ def cell_plan(experiment, method, target, seed):
 
 @cache
 def _cell_params(experiment, method, target, seed):
-    """(configuration, code fingerprint), each as canonical JSON."""
+    """(configuration, code fingerprint), each as canonical JSON; the configuration's `device` as planned_config gives
+    it, whatever the setting (fdabench.core.device_identity: the setting reaches the job as a resource, and the heal
+    reruns a cell that did not run on what it asks for)."""
     plan = cell_plan(experiment, method, target, seed)
-    return canonical_json(plan["config"]), canonical_json(plan["code"])
+    return canonical_json(planned_config(plan["config"])), canonical_json(plan["code"])
 
 
 def cell_config(wildcards):

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.result import CELL_KEYS, FORMAT
+from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import atomic_path, canonical_json
 
 ARCHIVE_FORMAT = "fdabench.archive/1"
@@ -248,9 +249,7 @@ def record_state(record: dict[str, Any], config: dict[str, Any] | None, fingerpr
         ran = record["code"].get("fingerprint", "?")[:12]
         now = (fingerprint or "none")[:12]
         return "older commit", f"ran with code {ran}, the source gives {now} now"
-    if config != record["config"]:
-        changed = sorted(
-            key for key in set(config) | set(record["config"]) if config.get(key) != record["config"].get(key)
-        )
+    changed = changed_settings(record["config"], record.get("device"), config)
+    if changed:
         return "config changed", "configuration changed: " + ", ".join(changed)
     return "current", ""
