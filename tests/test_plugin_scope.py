@@ -4,12 +4,15 @@ that use one of its members or whose code it changed, and names itself in their 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fdabench.cell import fingerprint, plugin_fingerprint, plugin_scope
 from fdabench.cell.fingerprint import cell_fingerprint
@@ -161,3 +164,28 @@ def test_a_broken_unused_plugin_leaves_every_cell_current(install, tmp_path, cap
     assert "mine" in METHODS.broken and "mine" not in METHODS
     assert capsys.readouterr().err.startswith("fdabench: skipped a plugin: the fdabench.methods plugin 'mine'")
     assert _states(tmp_path, params) == {name: ("current", "") for name in ("source_only", "fedda", "fedgp")}
+
+
+def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_finds_every_cell_current(tmp_path):
+    """A distribution whose module raises on import, installed (metadata on PYTHONPATH) into a finished workspace."""
+    site = tmp_path / "site"
+    (site / "brokenplug").mkdir(parents=True)
+    (site / "brokenplug/__init__.py").write_text("raise RuntimeError('broken on import')\n")
+    info = site / "brokenplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fdabench.methods]\nbrokenplug = brokenplug:Method\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    _finished(work, validate_params(PARAMS))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    status = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status", "--check"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "suite scope: 3 cells: 3 current, 0 stale" in status.stdout
+    assert status.stderr.count("\n") == 1 and status.stderr.startswith(
+        "fdabench: skipped a plugin: the fdabench.methods plugin 'brokenplug' (brokenplug:Method, from brokenplug) "
+        "failed to load: RuntimeError: broken on import"
+    ), status.stderr
