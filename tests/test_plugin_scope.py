@@ -166,7 +166,7 @@ def test_a_broken_unused_plugin_leaves_every_cell_current(install, tmp_path, cap
     assert _states(tmp_path, params) == {name: ("current", "") for name in ("source_only", "fedda", "fedgp")}
 
 
-def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_finds_every_cell_current(tmp_path):
+def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_refuses_only_the_suites_using_it(tmp_path):
     """A distribution whose module raises on import, installed (metadata on PYTHONPATH) into a finished workspace."""
     site = tmp_path / "site"
     (site / "brokenplug").mkdir(parents=True)
@@ -189,3 +189,10 @@ def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_finds_eve
         "fdabench: skipped a plugin: the fdabench.methods plugin 'brokenplug' (brokenplug:Method, from brokenplug) "
         "failed to load: RuntimeError: broken on import"
     ), status.stderr
+    using = {**PARAMS, "suites": {"scope": {**PARAMS["suites"]["scope"], "methods": ["source_only", "brokenplug"]}}}
+    (work / "params.yaml").write_text(yaml.safe_dump(using))
+    refused = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "unknown method 'brokenplug'" in refused.stderr and "broken on import" in refused.stderr.split("\n", 1)[1]
