@@ -109,6 +109,13 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     nothing = _snakemake(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
 
+    # device: the cells ran on the CPU under auto, so `device: cpu` is the same cells (fdabench.core.device_identity)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "device": "cpu"}))
+    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
+    status = subprocess.run([sys.executable, "-m", "fdabench", "status", "--check"], cwd=tmp_path, capture_output=True)
+    assert status.returncode == 0, status.stdout + status.stderr
+
     # code: a comment reruns nothing; a change to FedGP's module reruns its cells and only those
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
     comment = _source_copy(tmp_path / "comment", repo_root, "methods/fda.py", lambda t: t + "\n# a comment\n")

@@ -26,7 +26,7 @@ from fdabench.cell.archive import (
     read_archive,
     record_from_cell,
 )
-from fdabench.cell.plugin_fingerprint import cell_code
+from fdabench.cell.plugin_scope import cell_code
 from fdabench.cli import main
 from fdabench.config import load_params
 from fdabench.jobs.heal import recorded_state

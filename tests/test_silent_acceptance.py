@@ -12,17 +12,18 @@ import io
 import json
 import os
 import time
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 import yaml
 
-from fdabench.cell import plugin_fingerprint
+from fdabench.cell import plugin_fingerprint, plugin_scope
 from fdabench.cell.fingerprint import code_fingerprint
 from fdabench.cell.result import cell_result
 from fdabench.cli import main
 from fdabench.config import ParamsError, load_params, validate_params
-from fdabench.core import formats, paths
+from fdabench.core import formats, paths, plugins
 from fdabench.jobs.heal import heal_cell
 from fdabench.jobs.status import cell_state
 
@@ -307,12 +308,10 @@ def test_train_output_that_is_a_partition_or_a_directory_is_refused_before_train
 # -- plugins that change shipped code ----------------------------------------------------------------------------
 
 
-def test_a_loaded_plugin_is_part_of_every_cells_identity_and_recorded(tmp_path, monkeypatch):
+def test_a_loaded_plugin_is_recorded_and_stales_only_the_cells_it_changes(tmp_path, monkeypatch):
     config = load_params(REPO / "params.yaml").cell("colored_digits", "fedgp", "+90", 0).config
     shipped = plugin_fingerprint.cell_code(config)
-    module = (
-        tmp_path / "patcher.py"
-    )  # a plugin's module: whatever it does on import, its code is in every cell's identity
+    module = tmp_path / "patcher.py"  # a plugin's module: plugin_fingerprint.cell_code takes it into every cell
 
     def installed(text: str) -> plugin_fingerprint.CodeFingerprint:
         module.write_text(text)
@@ -329,7 +328,16 @@ def test_a_loaded_plugin_is_part_of_every_cells_identity_and_recorded(tmp_path, 
         assert plugin_fingerprint.loaded_distributions() == [
             {"name": "patcher", "version": "1.0", "hash": plugin_fingerprint._distributions()[0][2]}
         ]
-        # a cell run without the plugin is stale once it is loaded, and its status names the plugin
+        # the same module installed through an entry point (the patch of plugin_fingerprint above undone: it would
+        # count as a change to shipped code): a cell run without it stays current, as it neither serves the cell nor
+        # changed what it runs (fdabench.cell.plugin_scope; tests/test_plugin_scope.py: one that does stales them)
+        monkeypatch.undo()
+        monkeypatch.syspath_prepend(str(tmp_path))
+        point = EntryPoint("patcher", "patcher:SCALE", "fdabench.methods")
+        monkeypatch.setattr(plugins, "entry_points", lambda group: [point] if group == point.group else [])
+        plugin_scope._distribution_files.cache_clear()
+        plugin_scope._patches.cache_clear()
+        assert plugin_scope._distribution_files() == {"patcher": frozenset([module.resolve()])}
         root = tmp_path / "work"
         cell = next(load_params(REPO / "params.yaml").cells())
         result = root / cell.path
@@ -337,14 +345,16 @@ def test_a_loaded_plugin_is_part_of_every_cells_identity_and_recorded(tmp_path, 
         recorded = {"format": formats.CELL, "status": "complete", "config": cell.config, "plugins": []}
         recorded["code"] = code_fingerprint(plugin_fingerprint.fingerprint.cell_roots(cell.config)).to_json()
         result.write_text(json.dumps(recorded))
-        state = cell_state(cell, root)
-        assert state.state == "stale" and "plugin:patcher" in state.reason
+        assert cell_state(cell, root).state == "current"
     finally:
+        monkeypatch.undo()
         plugin_fingerprint._distributions.cache_clear()
+        plugin_scope._distribution_files.cache_clear()
+        plugin_scope._patches.cache_clear()
     history = {"rounds": [{"round": 0, "accuracy": 1.0, "bytes_uplink": 1, "bytes_downlink": 1}], "metric": "accuracy",
                "model_size": 1}  # fmt: skip
-    plugins = [{"name": "patcher", "version": "1.0", "hash": "abc"}]
-    assert cell_result(config, history, 1, {"plugins": plugins})["plugins"] == plugins
+    ran_with = [{"name": "patcher", "version": "1.0", "hash": "abc"}]
+    assert cell_result(config, history, 1, {"plugins": ran_with})["plugins"] == ran_with
 
 
 # -- equivalent paths, state that can never heal -----------------------------------------------------------------

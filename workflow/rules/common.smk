@@ -14,6 +14,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fdabench.core import devices, paths
+from fdabench.core.device_identity import planned_config
 from fdabench.cell.result import read_cell, report_labels
 from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
@@ -230,7 +231,7 @@ def _cell_paths(experiments):
 
 
 def _cell_plan(experiment, method, target, seed):
-    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.cell.plugin_scope import cell_code
 
     config = validated_params().cell(experiment, method, target, seed).config
     return {"config": config, "code": cell_code(config).to_json()}
@@ -246,9 +247,11 @@ def cell_plan(experiment, method, target, seed):
 
 @cache
 def _cell_params(experiment, method, target, seed):
-    """(configuration, code fingerprint), each as canonical JSON."""
+    """(configuration, code fingerprint), each as canonical JSON; the configuration's `device` as planned_config gives
+    it, whatever the setting (fdabench.core.device_identity: the setting reaches the job as a resource, and the heal
+    reruns a cell that did not run on what it asks for)."""
     plan = cell_plan(experiment, method, target, seed)
-    return canonical_json(plan["config"]), canonical_json(plan["code"])
+    return canonical_json(planned_config(plan["config"])), canonical_json(plan["code"])
 
 
 def cell_config(wildcards):
@@ -256,8 +259,8 @@ def cell_config(wildcards):
 
 
 def cell_code(wildcards):
-    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus a plugin's modules:
-    fdabench.cell.plugin_fingerprint): a rule parameter, so a change to that code reruns the cell and a change to any
+    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus the plugins it uses or
+    that changed what it runs: fdabench.cell.plugin_scope): a rule parameter, so a change to that code reruns the cell and a change to any
     other code does not; the job is given it (`fdabench train --code`)."""
     return _cell_params(*_cell_key(wildcards))[1]
 
@@ -304,12 +307,11 @@ def cell_labels(wildcards, output):
 
 
 def _code_digest(kind, *args):
-    """The code fingerprint of a prepare, partition or theory-init job (fdabench.cell.fingerprint's roots of `kind`,
-    plugins included)."""
-    from fdabench.cell import fingerprint
-    from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
+    """The code fingerprint of a prepare, partition or theory-init job (fdabench.cell.plugin_scope's `<kind>_code`:
+    the plugins it uses or that changed what it runs included)."""
+    from fdabench.cell import plugin_scope
 
-    return plugin_aware_fingerprint(getattr(fingerprint, f"{kind}_roots")(*args)).digest
+    return getattr(plugin_scope, f"{kind}_code")(*args).digest
 
 
 def prepare_code(wildcards):

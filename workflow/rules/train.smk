@@ -27,6 +27,9 @@ rule train:
         # a resource, not a parameter: how often a cell saves its state does not change its result, so
         # changing it reruns nothing
         checkpoint_every=PARAMS.value("checkpoint_every"),
+        # params.yaml `device`, recorded in the cell's configuration by the job; a resource, so a setting that asks for
+        # the device a cell ran on reruns nothing (fdabench.core.device_identity)
+        device_setting=DEVICE,
         # per experiment (params.yaml `resources`): what a cluster scheduler is asked for
         runtime=lambda wildcards: experiment_resources(wildcards.experiment)["runtime"],
         mem_mb=lambda wildcards: experiment_resources(wildcards.experiment)["mem_mb"],
@@ -37,4 +40,4 @@ rule train:
     shell:
         "fdabench train --cell {params.cell:q} --code {params.code:q} --prepared {input.prepared:q} --partition {input.partition:q} "
         "--output {output:q} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
-        "--pin-gpu {resources.cuda_device} > {log:q} 2>&1"
+        "--pin-gpu {resources.cuda_device} --device {resources.device_setting} > {log:q} 2>&1"

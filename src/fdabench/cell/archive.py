@@ -37,6 +37,7 @@ from typing import Any
 
 from fdabench.cell.result import CELL_KEYS, FORMAT
 from fdabench.cell.staleness import code_changes
+from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import atomic_path, canonical_json
 
 ARCHIVE_FORMAT = "fdabench.archive/1"
@@ -252,9 +253,7 @@ def record_state(record: dict[str, Any], config: dict[str, Any] | None, code: di
         now = (code or {}).get("fingerprint", "none")[:12]
         what = f": {', '.join(changed)} changed" if changed else ""
         return "older commit", f"ran with code {ran}, the source gives {now} now{what}"
-    if config != record["config"]:
-        changed = sorted(
-            key for key in set(config) | set(record["config"]) if config.get(key) != record["config"].get(key)
-        )
+    changed = changed_settings(record["config"], record.get("device"), config)
+    if changed:
         return "config changed", "configuration changed: " + ", ".join(changed)
     return "current", ""

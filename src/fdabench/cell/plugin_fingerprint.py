@@ -1,11 +1,14 @@
-"""Code fingerprints that include plugins: `fdabench.cell.fingerprint` hashes the fdabench modules a job reaches;
-here a root written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.core.plugins`)
-adds its own package's modules that it reaches through imports, normalised the same way, and the fdabench
-modules those import. Every loaded plugin distribution joins every job's fingerprint as `plugin:<name>` (its
-version and its modules' hashes): a plugin's import may change a shipped member, so installing, changing or
-removing one reruns the cells, and each cell records the distributions it ran with (`loaded_distributions`).
-Where no plugin is installed (or FDABENCH_PLUGINS=0), a job with no plugin component gets exactly
-`fdabench.cell.fingerprint`'s fingerprint.
+"""Plugin code in fingerprints: `fdabench.cell.fingerprint` hashes the fdabench modules a job reaches; here a root
+written outside fdabench (a plugin's method, dataset, partitioner or model, `fdabench.core.plugins`) adds its own
+package's modules that it reaches through imports, normalised the same way, and the fdabench modules those import
+(`external_modules`), and each installed plugin distribution gets its hash (`loaded_distributions`: its version
+and files), which a cell records as `plugins`.
+
+The fingerprints jobs record and are compared with are `fdabench.cell.plugin_scope`'s: a plugin enters only those of
+the jobs that use one of its members or whose code it patched. `plugin_aware_fingerprint` and `cell_code` here put
+every installed distribution into every fingerprint; they remain for `fdabench.cell.run`'s own fallback (a cell
+trained without a fingerprint given), since this module, part of every cell's fingerprint, cannot change without
+changing them all.
 
 Kept apart from `fdabench.cell.fingerprint` because that module is itself part of every cell's fingerprint.
 """

@@ -13,7 +13,7 @@ Keys (format "fdabench.cell/1"):
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
   the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
   versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
-  depends on, `fdabench.cell.fingerprint`, every loaded plugin distribution included as `plugin:<name>`; tables
+  depends on, `fdabench.cell.plugin_scope`: a plugin the cell uses or that patched its code as `plugin:<name>`; tables
   refuse cells whose shared modules differ, `check_same_code`), plugins [{name, version, hash}] (the plugin
   distributions loaded where it ran, `fdabench.cell.plugin_fingerprint.loaded_distributions`; [] for none),
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it),

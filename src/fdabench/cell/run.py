@@ -84,7 +84,7 @@ def run_cell(
             "threads": threads,
             "partition_hash": cell.partition_hash,
             "code": code.to_json(),
-            "plugins": loaded_distributions(),  # the plugin distributions loaded here (each also in `code`)
+            "plugins": loaded_distributions(),  # the plugin distributions installed here
             "uses_unlabelled_target": cell.method.uses_unlabelled_target,
             "family": cell.method.family,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},

@@ -98,7 +98,7 @@ def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> N
 def current_fingerprint(config: dict[str, Any]) -> dict[str, Any] | None:
     """The code fingerprint today's source gives the cell of `config`, as a cell records it ({fingerprint, modules});
     None where it cannot be computed, e.g. its method is no longer registered."""
-    from fdabench.cell.plugin_fingerprint import cell_code
+    from fdabench.cell.plugin_scope import cell_code
     from fdabench.core.registry import UnknownNameError
 
     try:

@@ -39,6 +39,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     refuse_overwriting_inputs([args.partition], [args.output, str(checkpoint_path(args.output))], [args.prepared])
     require_prepared(args.prepared)
     require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
+    if args.device is not None:
+        config = {**config, "device": args.device}  # the setting the cell runs with is the one it records
     label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
     if args.checkpoint_every < 0:
         raise SystemExit(
@@ -61,7 +63,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 on_round=on_round,
                 checkpoint=checkpoint,
                 checkpoint_every=args.checkpoint_every,
-                code=None if args.code is None else CodeFingerprint.from_json(args.code),
+                code=_own_code(config) if args.code is None else CodeFingerprint.from_json(args.code),
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
@@ -72,6 +74,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{args.output}"
     )
     return 0
+
+
+def _own_code(config: dict[str, Any]) -> Any:
+    """The cell's code fingerprint worked out here (`fdabench.cell.plugin_scope.cell_code`), as the train rule does;
+    None where the configuration names no registered member (the cell's set-up then says which)."""
+    from fdabench.cell.plugin_scope import cell_code
+    from fdabench.core.registry import UnknownNameError
+
+    try:
+        return cell_code(config)
+    except (KeyError, TypeError, UnknownNameError):
+        return None
 
 
 #: what `fdabench train --cell` reads of a resolved cell configuration (`fdabench.config.Params.cell`)
@@ -130,7 +144,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--output", required=True, help="the file to write")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        help="the device setting the cell runs with and records in its configuration (default: the configuration's)",
+    )
     p.add_argument(
         "--checkpoint-every",
         type=int,

@@ -12,7 +12,8 @@ plugin's module that is imported before fdabench (its own tests) then registers 
 Each registry package (`fdabench.methods`, `fdabench.data`, `fdabench.models`) loads its groups when it is
 imported, so plugins are registered before params.yaml is validated and wherever a name is looked up (the
 CLI, the Snakefile, a training job). `FDABENCH_PLUGINS=0` loads none (the shipped registries alone). A
-plugin's modules are part of the code fingerprint of the cells that use it (`fdabench.cell.plugin_fingerprint`).
+plugin is part of the code fingerprint of the cells that use one of its members or whose code it patched
+(`fdabench.cell.plugin_scope`).
 """
 
 from __future__ import annotations
@@ -173,9 +174,8 @@ def loaded_plugins() -> list[str]:
 
 def plugin_distributions() -> dict[str, tuple[str, list[Path]]]:
     """Every installed plugin distribution where plugins load (none with FDABENCH_PLUGINS=0): name -> (version, the
-    .py files of the top-level packages its entry points name, found without importing them). A plugin's module may
-    change a shipped member when imported, so these are part of every job's fingerprint
-    (`fdabench.cell.plugin_fingerprint`)."""
+    .py files of the top-level packages its entry points name, found without importing them): what a job's fingerprint
+    holds of a plugin it uses or that patched its code (`fdabench.cell.plugin_scope`)."""
     if not plugins_enabled():
         return {}
     found: dict[str, tuple[str, set[Path]]] = {}

@@ -3,6 +3,7 @@ registers the built-in ones and installed plugins (entry-point groups `fdabench.
 `fdabench.partitioners`; `fdabench.core.plugins`)."""
 
 from fdabench.core.plugins import load_plugins
+from fdabench.core.shipped_members import record_shipped
 from fdabench.data import (  # noqa: F401  (register the datasets and partitioners)
     amazon,
     digits,
@@ -16,6 +17,9 @@ from fdabench.data import (  # noqa: F401  (register the datasets and partitione
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset, get_dataset
 from fdabench.data.partition import PARTITIONERS, Partition, get_partitioner, partition_options
 
+# before any plugin loads: what a plugin replaces is found (fdabench.cell.plugin_scope)
+record_shipped(DATASETS)
+record_shipped(PARTITIONERS)
 load_plugins(DATASETS)
 load_plugins(PARTITIONERS)
 

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.result import FORMAT
+from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import read_json
 
 
 def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]]) -> tuple[str, str]:
     """("current" or "stale", why) of an existing cell file against the configuration and code fingerprint
     (`code()`: `{fingerprint, modules}`, `fdabench.cell.fingerprint.CodeFingerprint.to_json`) params.yaml and the
-    source now give."""
+    source now give; a changed `device` setting counts where the cell did not run on what it now asks for
+    (`fdabench.core.device_identity`)."""
     try:
         result = read_json(result_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -37,9 +39,9 @@ def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[],
         return "stale", f"format {result.get('format')!r}, not {FORMAT}; snakemake reruns it"
     if result.get("status") != "complete":
         return "stale", f"result status {result.get('status')!r}, not complete"
-    if result.get("config") != config:
-        recorded = result.get("config") if isinstance(result.get("config"), dict) else {}
-        changed = sorted(key for key in set(config) | set(recorded) if recorded.get(key) != config.get(key))
+    recorded = result.get("config") if isinstance(result.get("config"), dict) else {}
+    changed = changed_settings(recorded, result.get("device"), config)
+    if changed:
         return "stale", "configuration changed: " + ", ".join(changed)
     recorded = result.get("code") if isinstance(result.get("code"), dict) else {}
     current = code()

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from fdabench.cell.plugin_fingerprint import cell_code
+from fdabench.cell.plugin_scope import cell_code
 from fdabench.cell.result import FORMAT
 from fdabench.config.params import Cell, Params
 from fdabench.core import paths

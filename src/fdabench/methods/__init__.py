@@ -2,6 +2,7 @@
 installed plugin method (entry-point group `fdabench.methods`, `fdabench.core.plugins`)."""
 
 from fdabench.core.plugins import load_plugins
+from fdabench.core.shipped_members import record_shipped
 from fdabench.methods import (  # noqa: F401
     adversarial,
     auto,
@@ -18,6 +19,7 @@ from fdabench.methods import (  # noqa: F401
 )
 from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod, get_method
 
+record_shipped(METHODS)  # before plugins: what a plugin replaces is found (fdabench.cell.plugin_scope)
 load_plugins(METHODS)
 
 __all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "get_method"]
