@@ -26,6 +26,7 @@ from fdabench.cell.archive import (
     read_archive,
     record_from_cell,
 )
+from fdabench.cell.digest import seal
 from fdabench.cell.plugin_fingerprint import cell_code
 from fdabench.cli import main
 from fdabench.config import load_params
@@ -297,10 +298,12 @@ def test_default_archive_is_the_suite_s_under_docs_reproduction(workspace, tmp_p
 
 def _with_older_code(archive: Path, older: Path, experiments: set[str], seeds: set[int]) -> None:
     """`archive` with the records of `experiments` at `seeds` as if run by other code (another fingerprint)."""
-    records = read_archive(archive)
-    for record in records:
-        if record["cell"]["experiment"] in experiments and record["cell"]["seed"] in seeds:
-            record["code"] = {**record["code"], "fingerprint": "0" * 64}
+    records = [
+        seal({**record, "code": {**record["code"], "fingerprint": "0" * 64}})  # as archived by that code
+        if record["cell"]["experiment"] in experiments and record["cell"]["seed"] in seeds
+        else record
+        for record in read_archive(archive)
+    ]
     older.write_bytes(encode(records))
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from fdabench.cell.result import check_same_code, facts_row, read_cell
+from fdabench.cell.reading import read_cells
+from fdabench.cell.result import check_same_code, facts_row
 from fdabench.core.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
@@ -22,7 +23,7 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None, allow_mi
     `metrics` picks metrics from each cell's `finals` (default: the cell's primary metric). Cells that ran
     with different versions of shared code are refused unless `allow_mixed_code` (`check_same_code`)."""
     rows = []
-    cells = {str(path): read_cell(path) for path in paths}
+    cells = read_cells(paths)
     if not allow_mixed_code:
         check_same_code(cells)
     for path, cell in cells.items():
@@ -250,7 +251,7 @@ def settings_split(configs: list[dict[str, Any]]) -> tuple[list[str], dict[str, 
 def cells_html(paths: Iterable[str], title: str | None = None) -> str:
     """One row per cell (`facts_row`): what ran, where, for how long, with which code, and the settings that
     differ between the cells; the settings every cell shares below the table."""
-    cells = [read_cell(path) for path in paths]
+    cells = list(read_cells(paths).values())
     frame = pd.DataFrame([facts_row(cell) for cell in cells])
     frame["settings (where cells differ)"], shared = settings_split([cell["config"] for cell in cells])
     notes = [
