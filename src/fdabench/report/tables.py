@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from html import escape
 from typing import Any
 
 import pandas as pd
+from jinja2 import Environment
+from markupsafe import Markup, escape
 
 from fdabench.cell.reading import read_cells
 from fdabench.cell.result import check_same_code, facts_row
@@ -203,27 +204,39 @@ TABLE_STYLES = [
 ]
 
 
+#: the page every HTML output is: Jinja2 with autoescaping, so any text (a title, a name, a note) reaches it escaped
+PAGE = Environment(autoescape=True, keep_trailing_newline=True).from_string(
+    '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>\n'
+    "{% for table in tables %}{{ table }}\n{% endfor %}"
+    '{% for note in notes %}<p style="font: 12px sans-serif; color: #444;">{{ note }}</p>\n{% endfor %}'
+    "</body>\n</html>\n"
+)
+
+
+def _escaped_names(index: pd.Index) -> list[str | None]:
+    return [None if name is None else str(escape(name)) for name in index.names]
+
+
+def html_fragment(frame: pd.DataFrame, caption: str | None, index: bool, position: int) -> Markup:
+    """One table rendered by pandas' Styler with every text in it escaped (values, row and column labels and their
+    names, the caption), so it enters `PAGE` as markup; its element ids numbered by `position` (pandas draws them at
+    random otherwise), so the same table gives the same bytes."""
+    frame = frame.copy(deep=False)
+    frame.index = frame.index.set_names(_escaped_names(frame.index))
+    frame.columns = frame.columns.set_names(_escaped_names(frame.columns))
+    style = frame.style if index else frame.style.hide(axis="index")
+    style = style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
+    html = style.set_uuid(f"table{position}").set_caption(escape(caption or "")).set_table_styles(TABLE_STYLES)
+    return Markup(html.to_html())
+
+
 def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
-    """Tables (frame, caption, whether to show the index) rendered by pandas' Styler, then notes, as one
-    standalone UTF-8 HTML page: what the Snakemake report shows inline. The tables' element ids are numbered (pandas
-    draws them at random otherwise), so the same tables give the same bytes."""
+    """Tables (frame, caption, whether to show the index) then notes as one standalone UTF-8 HTML page (`PAGE`, every
+    text escaped): what the Snakemake report shows inline, and every HTML page fdabench writes."""
     tables = [
-        (frame.style if index else frame.style.hide(axis="index"))
-        .set_uuid(f"table{position}")
-        .set_caption(caption or "")
-        .set_table_styles(TABLE_STYLES)
-        .to_html()
-        for position, (frame, caption, index) in enumerate(sections)
+        html_fragment(frame, caption, index, position) for position, (frame, caption, index) in enumerate(sections)
     ]
-    paragraphs = [f'<p style="font: 12px sans-serif; color: #444;">{escape(note)}</p>' for note in notes]
-    return "\n".join(
-        [
-            '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>',
-            *tables,
-            *paragraphs,
-            "</body>\n</html>\n",
-        ]
-    )
+    return PAGE.render(tables=tables, notes=list(notes))
 
 
 IDENTITY_SETTINGS = ("suite", "experiment", "dataset", "method", "target", "seed")
