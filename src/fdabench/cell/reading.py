@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fdabench.cell.archive import identity
 from fdabench.cell.digest import EditedError, is_sealed, verify
 from fdabench.cell.result import IncompleteCellError, read_cell
 
@@ -32,9 +31,20 @@ def read_verified_cell(path: str | Path) -> dict[str, Any]:
     return cell
 
 
+#: what tells one cell from another (`fdabench.cell.archive.identity`; the cell's path is made of them)
+IDENTITY = ("suite", "experiment", "method", "target", "seed")
+
+
+def cell_identity(cell: dict[str, Any]) -> tuple:
+    """The cell's identity as its `cell` block (else its `config`) records it; a field it lacks is None."""
+    fields = cell.get("cell") if isinstance(cell.get("cell"), dict) else cell.get("config")
+    fields = fields if isinstance(fields, dict) else {}
+    return tuple(None if fields.get(key) is None else str(fields[key]) for key in IDENTITY)
+
+
 def cell_name(cell: dict[str, Any]) -> str:
-    """suite/experiment/method/target/seed N: a cell by its identity (`fdabench.cell.archive.identity`)."""
-    suite, experiment, method, target, seed = identity(cell)
+    """suite/experiment/method/target/seed N: a cell by its identity."""
+    suite, experiment, method, target, seed = cell_identity(cell)
     return f"{suite}/{experiment}/{method}/{target}/seed {seed}"
 
 
@@ -45,7 +55,7 @@ def read_cells(paths: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
     first_path: dict[tuple, str] = {}
     for path in paths:
         cell = read_verified_cell(path)
-        key = identity(cell)
+        key = cell_identity(cell)
         if key in first_path:
             same = "given twice" if first_path[key] == str(path) else f"and {first_path[key]} hold the same cell"
             raise DuplicateCellError(f"{path} {same} ({cell_name(cell)}): each cell is counted once; give it once")
