@@ -26,7 +26,7 @@ from fdabench.cell.archive import (
     read_archive,
     record_from_cell,
 )
-from fdabench.cell.digest import seal
+from fdabench.cell.digest import EditedError, payload_digest, seal
 from fdabench.cell.plugin_fingerprint import cell_code
 from fdabench.cli import main
 from fdabench.config import load_params
@@ -219,6 +219,54 @@ def test_a_hand_edited_archive_is_refused(workspace):
     ):
         with pytest.raises(ValueError):
             decode(gzip.compress(bad.encode()))
+
+
+def test_an_edited_record_is_refused_by_name_wherever_the_archive_is_read(workspace, tmp_path, capsys):
+    _, paths = workspace
+    archive = tmp_path / SUITE / "cells.jsonl.gz"
+    assert _run("archive", "add", *paths[:4], "--archive", archive) == 0
+    records = read_archive(archive)
+    assert all(record["digest"] == payload_digest(record) for record in records)
+    records[1] = {**records[1], "final": 0.99}  # in canonical form and order: only its digest tells
+    archive.write_bytes(encode(records))
+    edited = archive.read_bytes()
+    cell = records[1]["cell"]
+    name = f"line 2 ({SUITE}/{cell['experiment']}/{cell['method']}/{cell['target']}/seed {cell['seed']})"
+    capsys.readouterr()
+    for command in (
+        ["compare", "--archive", archive, "--check"],
+        ["compare", "--archive", archive, *_flags(_compare_outputs(tmp_path / "pages"))],
+        ["archive", "add", paths[5], "--archive", archive],
+        ["archive", "seal", archive],  # sealing never covers an edit
+    ):
+        assert _run(*command) == 2, command
+        said = capsys.readouterr().err
+        assert f"{archive}, {name}: edited after it was written" in said, said
+        assert archive.read_bytes() == edited
+    assert not (tmp_path / "pages" / "paper_vs_ours.md").exists()
+
+
+def test_records_archived_before_digests_are_said_and_sealed_by_the_seal_command(workspace, tmp_path, capsys):
+    _, paths = workspace
+    archive = tmp_path / SUITE / "cells.jsonl.gz"
+    assert _run("archive", "add", *paths[:4], "--archive", archive) == 0
+    unsealed = [{key: value for key, value in record.items() if key != "digest"} for record in read_archive(archive)]
+    archive.write_bytes(encode(unsealed))
+    assert read_archive(archive) == unsealed  # read as they are
+    outputs = _compare_outputs(tmp_path / "pages")
+    capsys.readouterr()
+    assert _run("compare", "--archive", archive, *_flags(outputs)) == 0
+    assert f"{archive}: 4 of 4 records are unsealed (written before" in capsys.readouterr().out
+    assert _run("archive", "seal", archive) == 0
+    assert f"{archive}: 4 of 4 records sealed" in capsys.readouterr().out
+    sealed = read_archive(archive)
+    assert [{k: v for k, v in record.items() if k != "digest"} for record in sealed] == unsealed
+    assert all(record["digest"] == payload_digest(record) for record in sealed)
+    assert _run("compare", "--archive", archive, *_flags(outputs), "--check") == 0  # the same pages
+    assert "unsealed" not in capsys.readouterr().out
+    sealed[0] = {**sealed[0], "final": 0.01}
+    with pytest.raises(EditedError, match="line 1 .*: edited after it was written"):
+        decode(encode(sealed))
 
 
 def test_add_replaces_a_cell_s_older_record_and_refuses_incomplete_cells(workspace, tmp_path):
