@@ -14,7 +14,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fdabench.core import devices, paths
-from fdabench.cell.result import read_cell, report_labels
+from fdabench.cell.reading import read_verified_cell
+from fdabench.cell.result import report_labels
 from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
 from fdabench.core.strict_yaml import check_params_files
@@ -299,8 +300,9 @@ def rerun_marker(wildcards):
 
 
 def cell_labels(wildcards, output):
-    """A finished cell's entry in the report (fdabench.cell.result.report_labels)."""
-    return report_labels(read_cell(output[0]))
+    """A finished cell's entry in the report (fdabench.cell.result.report_labels); a cell edited since its job wrote
+    it is refused by name (fdabench.cell.reading), never shown."""
+    return report_labels(read_verified_cell(output[0]))
 
 
 def _code_digest(kind, *args):
