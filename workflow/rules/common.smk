@@ -22,6 +22,7 @@ from fdabench.core.strict_yaml import check_params_files
 from fdabench.jobs.heal import heal_cell, heal_link
 from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
 from fdabench.jobs.runlock import RunLockedError, hold_run_lock
+from fdabench.report.rst import rst_text
 
 
 @cache
@@ -449,3 +450,32 @@ def view_source(wildcards):
 def quoted_option(option, value):
     """`option value` with the value quoted for the shell, or nothing when the value is unset."""
     return f"{option} {shlex.quote(str(value))}" if value else ""
+
+
+# The report rules' titles: passed to the CLI as they are (--title), and to the report's captions as literal text
+
+
+def table_title(wildcards):
+    return PARAMS.tables()[wildcards.table].get("title", wildcards.table)
+
+
+def rounds_title(wildcards):
+    return f"{SUITE} / {wildcards.experiment}: target test metric per round"
+
+
+def betas_title(wildcards):
+    return f"{SUITE} / {wildcards.experiment}: auto-weighting β per source"
+
+
+def theory_title(wildcards):
+    return PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check)
+
+
+def figure_title(wildcards):
+    return PARAMS.figures()[wildcards.figure].get("title", wildcards.figure)
+
+
+def caption_text(title):
+    """A rule's title as its report caption shows it (params caption_title): literal text, never markup
+    (fdabench.report.rst)."""
+    return lambda wildcards: rst_text(title(wildcards))
