@@ -1,9 +1,10 @@
-"""Comparing the cells of two runs: equal up to timings and code fingerprints, any other change found."""
+"""Comparing the cells of two runs: equal up to timings, code fingerprints and digests, any other change found."""
 
 import copy
 import json
 
 from fdabench.cell.compare import cell_differences, comparable, compare_cell_folders
+from fdabench.cell.digest import seal
 
 
 def _cell():
@@ -25,6 +26,9 @@ def test_timings_and_code_fingerprints_are_no_difference():
     after.update(wall_seconds=1.0, train_seconds=0.5, train_cpu_seconds=0.4, code={"fingerprint": "x", "modules": {}})
     after["rounds"][1]["seconds"] = 9.0
     assert cell_differences(before, after) == []
+    # nor the digests of two equal runs, which hash their timings
+    before, after = seal(before), seal(after)
+    assert before["digest"] != after["digest"] and cell_differences(before, after) == []
     assert "seconds" not in comparable(before)["rounds"][0] and "code" not in comparable(before)
     assert before["rounds"][0]["seconds"] == 0.1  # the cell itself is left as it was
 

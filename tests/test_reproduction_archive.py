@@ -26,6 +26,7 @@ from fdabench.cell.archive import (
     read_archive,
     record_from_cell,
 )
+from fdabench.cell.digest import EditedError, payload_digest, seal
 from fdabench.cell.plugin_scope import cell_code
 from fdabench.cli import main
 from fdabench.config import load_params
@@ -220,6 +221,54 @@ def test_a_hand_edited_archive_is_refused(workspace):
             decode(gzip.compress(bad.encode()))
 
 
+def test_an_edited_record_is_refused_by_name_wherever_the_archive_is_read(workspace, tmp_path, capsys):
+    _, paths = workspace
+    archive = tmp_path / SUITE / "cells.jsonl.gz"
+    assert _run("archive", "add", *paths[:4], "--archive", archive) == 0
+    records = read_archive(archive)
+    assert all(record["digest"] == payload_digest(record) for record in records)
+    records[1] = {**records[1], "final": 0.99}  # in canonical form and order: only its digest tells
+    archive.write_bytes(encode(records))
+    edited = archive.read_bytes()
+    cell = records[1]["cell"]
+    name = f"line 2 ({SUITE}/{cell['experiment']}/{cell['method']}/{cell['target']}/seed {cell['seed']})"
+    capsys.readouterr()
+    for command in (
+        ["compare", "--archive", archive, "--check"],
+        ["compare", "--archive", archive, *_flags(_compare_outputs(tmp_path / "pages"))],
+        ["archive", "add", paths[5], "--archive", archive],
+        ["archive", "seal", archive],  # sealing never covers an edit
+    ):
+        assert _run(*command) == 2, command
+        said = capsys.readouterr().err
+        assert f"{archive}, {name}: edited after it was written" in said, said
+        assert archive.read_bytes() == edited
+    assert not (tmp_path / "pages" / "paper_vs_ours.md").exists()
+
+
+def test_records_archived_before_digests_are_said_and_sealed_by_the_seal_command(workspace, tmp_path, capsys):
+    _, paths = workspace
+    archive = tmp_path / SUITE / "cells.jsonl.gz"
+    assert _run("archive", "add", *paths[:4], "--archive", archive) == 0
+    unsealed = [{key: value for key, value in record.items() if key != "digest"} for record in read_archive(archive)]
+    archive.write_bytes(encode(unsealed))
+    assert read_archive(archive) == unsealed  # read as they are
+    outputs = _compare_outputs(tmp_path / "pages")
+    capsys.readouterr()
+    assert _run("compare", "--archive", archive, *_flags(outputs)) == 0
+    assert f"{archive}: 4 of 4 records are unsealed (written before" in capsys.readouterr().out
+    assert _run("archive", "seal", archive) == 0
+    assert f"{archive}: 4 of 4 records sealed" in capsys.readouterr().out
+    sealed = read_archive(archive)
+    assert [{k: v for k, v in record.items() if k != "digest"} for record in sealed] == unsealed
+    assert all(record["digest"] == payload_digest(record) for record in sealed)
+    assert _run("compare", "--archive", archive, *_flags(outputs), "--check") == 0  # the same pages
+    assert "unsealed" not in capsys.readouterr().out
+    sealed[0] = {**sealed[0], "final": 0.01}
+    with pytest.raises(EditedError, match="line 1 .*: edited after it was written"):
+        decode(encode(sealed))
+
+
 def test_add_replaces_a_cell_s_older_record_and_refuses_incomplete_cells(workspace, tmp_path):
     _, paths = workspace
     archive = tmp_path / "cells.jsonl.gz"
@@ -297,11 +346,13 @@ def test_default_archive_is_the_suite_s_under_docs_reproduction(workspace, tmp_p
 
 def _with_older_code(archive: Path, older: Path, experiments: set[str], seeds: set[int]) -> None:
     """`archive` with the records of `experiments` at `seeds` as if run by other code (another fingerprint)."""
-    records = read_archive(archive)
-    for record in records:
-        if record["cell"]["experiment"] in experiments and record["cell"]["seed"] in seeds:
-            modules = {**record["code"]["modules"], "fdabench.federation.rounds": "0" * 16}  # the round loop changed
-            record["code"] = {**record["code"], "fingerprint": "0" * 64, "modules": modules}
+    older_loop = "0" * 16  # the round loop's module had other code
+    records = [
+        seal({**record, "code": _with_module(record["code"], "fdabench.federation.rounds", older_loop)})
+        if record["cell"]["experiment"] in experiments and record["cell"]["seed"] in seeds
+        else record
+        for record in read_archive(archive)
+    ]
     older.write_bytes(encode(records))
 
 
@@ -443,11 +494,16 @@ def test_every_committed_gap_of_more_than_3_points_has_a_measured_cause(archive)
 def _with_bookkeeping_recorded(archive: Path, edited: Path) -> None:
     """`archive` as if every record ran before `fdabench.core.io` became bookkeeping: the module in its record, and
     so another digest, every other module's code the same."""
-    records = read_archive(archive)
-    for record in records:
-        modules = {**record["code"]["modules"], "fdabench.core.io": "0123456789abcdef"}
-        record["code"] = {**record["code"], "fingerprint": "f" * 16, "modules": modules}
+    records = [
+        seal({**record, "code": _with_module(record["code"], "fdabench.core.io", "0123456789abcdef")})
+        for record in read_archive(archive)
+    ]
     edited.write_bytes(encode(records))
+
+
+def _with_module(code: dict, module: str, digest: str) -> dict:
+    """A recorded code fingerprint (as archived by that code: sealed) in which `module` had the hash `digest`."""
+    return {"fingerprint": "0" * 64, "modules": {**code["modules"], module: digest}}
 
 
 def test_a_module_that_became_bookkeeping_leaves_archived_cells_current(workspace, tmp_path, params, capsys):

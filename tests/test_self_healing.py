@@ -115,7 +115,20 @@ def test_the_same_command_repairs_a_corrupted_workspace(workspace, repo_root):
     other_format = workspace / f"{CELLS}/source_only/-90/seed1.json"
     cell = json.loads(other_format.read_text())
     other_format.write_text(json.dumps({**cell, "format": "fdabench.cell/2"}))
+    edited = workspace / f"{CELLS}/fedgp/-90/seed1.json"
+    cell = json.loads(edited.read_text())
+    edited.write_text(json.dumps({**cell, "final": cell["final"] + 0.25}, indent=1))  # valid JSON, a better number
     (workspace / "results/tiny/table1.csv").unlink()  # results/table1.csv now links to nothing
+    status = subprocess.run(
+        [sys.executable, "-m", "fdabench", "status"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        env=workflow_environment(workspace),
+    )
+    assert f"  edited   {edited.relative_to(workspace)}  edited after its training job wrote it" in status.stdout, (
+        status
+    )
 
     # a dry run opens no cell file: it plans the table, not the two cells only their files say are stale
     plan = _snakemake(workspace, repo_root, "--dry-run", "--quiet", "rules")
@@ -123,12 +136,16 @@ def test_the_same_command_repairs_a_corrupted_workspace(workspace, repo_root):
     assert "table " in plan.stdout and "train" not in plan.stdout, plan.stdout
     result = _snakemake(workspace, repo_root)
     assert result.returncode == 0, result.stderr[-3000:]
-    for name in ("fedgp/-90/seed0.json: reruns (unreadable result", "source_only/-90/seed1.json: reruns (format"):
+    for name in (
+        "fedgp/-90/seed0.json: reruns (unreadable result",
+        "source_only/-90/seed1.json: reruns (format",
+        "fedgp/-90/seed1.json: reruns (edited after its training job wrote it",
+    ):
         assert name in result.stderr, result.stderr[-3000:]
 
     after = _results(workspace)
     assert set(after) == set(before)
-    for name in (truncated, other_format):
+    for name in (truncated, other_format, edited):
         key = str(name.relative_to(workspace))
         old, new = json.loads(before[key]), json.loads(after[key])
         assert new["format"] == "fdabench.cell/1" and _numbers(new) == _numbers(old)  # retrained, same numbers

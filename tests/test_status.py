@@ -1,10 +1,11 @@
-"""`fdabench status`: each cell is current, stale (other configuration or code), failed (a log with an error
-and no result) or missing; what is not current says why."""
+"""`fdabench status`: each cell is current, edited (changed since its job wrote it), stale (other configuration or
+code), failed (a log with an error and no result) or missing; what is not current says why."""
 
 import json
 import os
 from pathlib import Path
 
+from fdabench.cell.digest import UNSEALED, seal
 from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.config import validate_params
 from fdabench.jobs.status import cell_state, format_status, heal_workspace, rerun_marker, suite_status
@@ -23,17 +24,20 @@ PARAMS = validate_params(
 )
 
 
-def _write(root: Path, cell, **changes):
+def _write(root: Path, cell, sealed: bool = True, **changes):
+    """The cell's file, sealed with its digest as the training job writes it (`sealed`: False, as written before
+    cells carried one)."""
     result = {
         "format": "fdabench.cell/1",
         "status": "complete",
         "config": cell.config,
         "code": cell_fingerprint(cell.config).to_json(),
+        "final": 0.5,
         **changes,
     }
     path = root / cell.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result))
+    path.write_text(json.dumps(seal(result) if sealed else result, indent=1))
 
 
 def _log(root: Path, cell) -> Path:
@@ -65,7 +69,7 @@ def test_each_state_and_its_reason(tmp_path):
     assert states[failed.path].reason == f"RuntimeError: CUDA out of memory (log: {log})"
 
     text = format_status(PARAMS, list(states.values()))
-    assert text.splitlines()[0] == "suite st: 4 cells: 1 current, 2 stale, 1 failed, 0 missing"
+    assert text.splitlines()[0] == "suite st: 4 cells: 1 current, 0 edited, 2 stale, 1 failed, 0 missing"
     assert current.path not in text and other_code.path in text
 
 
@@ -127,3 +131,38 @@ def test_a_marker_no_job_consumed_is_removed_when_the_cell_is_current_again(tmp_
     os.utime(tmp_path / cell.path, (marker.stat().st_mtime + 10,) * 2)
     heal_workspace(PARAMS, [], tmp_path)
     assert marker.is_file()
+
+
+def test_a_cell_whose_number_was_edited_by_hand_is_named_edited_and_reruns(tmp_path):
+    edited, current, _, _ = PARAMS.cells()
+    _write(tmp_path, edited)
+    _write(tmp_path, current)
+    path = tmp_path / edited.path
+    text = path.read_text()
+    assert '"final": 0.5' in text
+    path.write_text(text.replace('"final": 0.5', '"final": 0.95'))  # valid JSON, a better number
+    kept = path.read_bytes()
+
+    states = suite_status(PARAMS, tmp_path)
+    assert [(state.state, state.reason) for state in states[:2]] == [
+        ("edited", "edited after its training job wrote it: its digest does not match its contents"),
+        ("current", ""),
+    ]
+    report = format_status(PARAMS, states)
+    assert report.splitlines()[0] == "suite st: 4 cells: 1 current, 1 edited, 0 stale, 0 failed, 2 missing"
+    assert f"  edited   {edited.path}  edited after its training job wrote it" in report
+    # the plan reruns it (a new rerun marker, an input of its training job), keeping the file until then
+    changes = heal_workspace(PARAMS, [], tmp_path)
+    assert f"{edited.path}: reruns (edited after its training job wrote it" in changes[0]
+    assert (tmp_path / rerun_marker(edited)).is_file() and not (tmp_path / rerun_marker(current)).exists()
+    assert path.read_bytes() == kept
+
+
+def test_a_cell_written_before_digests_is_current_and_counted_as_unsealed(tmp_path):
+    old, _, _, _ = PARAMS.cells()
+    _write(tmp_path, old, sealed=False)
+    state = cell_state(old, tmp_path)
+    assert (state.state, state.reason) == ("current", UNSEALED)
+    assert f"  1 current cells are {UNSEALED}" in format_status(PARAMS, [state])
+    heal_workspace(PARAMS, [], tmp_path)
+    assert not (tmp_path / rerun_marker(old)).exists()  # not rerun for the digest it lacks

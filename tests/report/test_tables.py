@@ -1,13 +1,19 @@
 """Tables from cells: tidy statistics, the Avg column, the paper layout, its HTML page."""
 
+import json
 import math
+import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fdabench.report import tables
 from fdabench.report.tables import (
+    cells_html,
     format_value,
+    html_page,
     html_table,
     markdown_table,
     paper_layout,
@@ -169,3 +175,63 @@ def test_settings_split_shows_what_differs_per_cell_and_what_all_share():
     rows, shared = settings_split(configs)
     assert rows == ['hparams.beta=0.5; hparams.mode="projection"'] * 2 + [""]
     assert shared == {"train.rounds": "3"}  # identity (method, seed) is in its own columns
+
+
+HOSTILE = '<script>alert("x")</script>'
+ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
+
+
+def _no_markup_from(page: str) -> None:
+    """No element the hostile text could start: the page's own tags only."""
+    tags = set()
+
+    class _Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.add(tag)
+
+    _Tags().feed(page)
+    assert "script" not in tags and "<script" not in page
+
+
+def test_every_text_on_a_page_is_escaped():
+    frame = pd.DataFrame(
+        {f"{HOSTILE} column": [HOSTILE, "plain"]}, index=pd.Index([f"{HOSTILE} row", "b"], name=f"{HOSTILE} name")
+    )
+    frame.columns.name = f"{HOSTILE} columns"
+    page = html_page([(frame, f"{HOSTILE} title", True)], [f"{HOSTILE} note"])
+    _no_markup_from(page)
+    for text in ("column", "row", "name", "columns", "title", "note"):
+        assert f"{ESCAPED} {text}" in page, text
+    assert f">{ESCAPED}</td>" in page
+
+
+def test_a_hostile_method_and_title_are_escaped_on_the_table_and_cells_pages(cells, tmp_path):
+    cells = cells.assign(method=cells["method"].replace({"fedgp": f"{HOSTILE} fedgp"}))
+    page = html_table(tidy_table(cells), f"{HOSTILE} table", unlabelled_target=[f"{HOSTILE} fedgp"])
+    _no_markup_from(page)
+    assert f"{ESCAPED} table</caption>" in page and f"{ESCAPED} fedgp †</th>" in page
+    paths = []
+    for seed, method in enumerate((f"{HOSTILE} fedgp", "source_only")):
+        identity = {"suite": "s", "experiment": "exp", "dataset": "d", "method": method, "algorithm": "fedgp"}
+        identity |= {"target": "a", "seed": seed}
+        cell = {"format": "fdabench.cell/1", "status": "complete", "cell": identity, "config": identity}
+        cell |= {"metric": "accuracy", "final": 0.5, "notes": HOSTILE}
+        path = tmp_path / f"seed{seed}.json"
+        path.write_text(json.dumps(cell))
+        paths.append(str(path))
+    page = cells_html(paths, f"{HOSTILE} cells")
+    _no_markup_from(page)
+    assert f"{ESCAPED} cells</caption>" in page and f">{ESCAPED} fedgp</td>" in page
+
+
+def test_every_html_page_is_written_by_the_one_autoescaping_template():
+    """No module but report/tables.py writes HTML (a page, pandas' HTML, or an element of its own), and its template
+    autoescapes: every page goes through `html_page`."""
+    source = Path(tables.__file__).resolve().parents[1]
+    writers = {
+        path.relative_to(source).as_posix()
+        for path in source.rglob("*.py")
+        if re.search(r"<!DOCTYPE|</(?:html|body|table|tr|td|th|p)>|\.to_html\(", path.read_text(encoding="utf-8"))
+    }
+    assert writers == {"report/tables.py"}
+    assert tables.PAGE.environment.autoescape is True

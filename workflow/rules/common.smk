@@ -15,13 +15,15 @@ from snakemake.exceptions import WorkflowError
 
 from fdabench.core import devices, paths
 from fdabench.core.device_identity import planned_config
-from fdabench.cell.result import read_cell, report_labels
+from fdabench.cell.reading import read_verified_cell
+from fdabench.cell.result import report_labels
 from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
 from fdabench.core.strict_yaml import check_params_files
 from fdabench.jobs.heal import heal_cell, heal_link
 from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
 from fdabench.jobs.runlock import RunLockedError, hold_run_lock
+from fdabench.report.rst import rst_text
 
 
 @cache
@@ -302,8 +304,9 @@ def rerun_marker(wildcards):
 
 
 def cell_labels(wildcards, output):
-    """A finished cell's entry in the report (fdabench.cell.result.report_labels)."""
-    return report_labels(read_cell(output[0]))
+    """A finished cell's entry in the report (fdabench.cell.result.report_labels); a cell edited since its job wrote
+    it is refused by name (fdabench.cell.reading), never shown."""
+    return report_labels(read_verified_cell(output[0]))
 
 
 def _code_digest(kind, *args):
@@ -449,3 +452,32 @@ def view_source(wildcards):
 def quoted_option(option, value):
     """`option value` with the value quoted for the shell, or nothing when the value is unset."""
     return f"{option} {shlex.quote(str(value))}" if value else ""
+
+
+# The report rules' titles: passed to the CLI as they are (--title), and to the report's captions as literal text
+
+
+def table_title(wildcards):
+    return PARAMS.tables()[wildcards.table].get("title", wildcards.table)
+
+
+def rounds_title(wildcards):
+    return f"{SUITE} / {wildcards.experiment}: target test metric per round"
+
+
+def betas_title(wildcards):
+    return f"{SUITE} / {wildcards.experiment}: auto-weighting β per source"
+
+
+def theory_title(wildcards):
+    return PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check)
+
+
+def figure_title(wildcards):
+    return PARAMS.figures()[wildcards.figure].get("title", wildcards.figure)
+
+
+def caption_text(title):
+    """A rule's title as its report caption shows it (params caption_title): literal text, never markup
+    (fdabench.report.rst)."""
+    return lambda wildcards: rst_text(title(wildcards))

@@ -18,7 +18,8 @@ rule table:
             labels={"table": "{table}", "view": "table"},
         ),
     params:
-        title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
+        title=table_title,
+        caption_title=caption_text(table_title),
         metrics=lambda wildcards: shlex.join(["--metrics", *PARAMS.tables()[wildcards.table]["metrics"]]) if "metrics" in PARAMS.tables()[wildcards.table] else "",
     log:
         log("table"),
@@ -41,7 +42,8 @@ rule figure_rounds:
             labels={"experiment": "{experiment}", "figure": "target metric per round"},
         ),
     params:
-        title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: target test metric per round",
+        title=rounds_title,
+        caption_title=caption_text(rounds_title),
         methods=METHOD_FAMILIES,
     log:
         log("figure_rounds"),
@@ -64,7 +66,8 @@ rule figure_table:
             labels={"table": "{table}", "view": "at a glance (figure)"},
         ),
     params:
-        title=lambda wildcards: PARAMS.tables()[wildcards.table].get("title", wildcards.table),
+        title=table_title,
+        caption_title=caption_text(table_title),
         methods=METHOD_FAMILIES,
     log:
         log("figure_table"),
@@ -87,7 +90,8 @@ rule figure_betas:
             labels={"experiment": "{experiment}", "figure": "β per source and round"},
         ),
     params:
-        title=lambda wildcards: f"{SUITE} / {wildcards.experiment}: auto-weighting β per source",
+        title=betas_title,
+        caption_title=caption_text(betas_title),
     log:
         log("figure_betas"),
     conda:
@@ -135,7 +139,8 @@ rule theory_report:
         ),
     params:
         roles=lambda wildcards: canonical_json(PARAMS.theory_roles(wildcards.check)),
-        title=lambda wildcards: PARAMS.theory_checks()[wildcards.check].get("title", wildcards.check),
+        title=theory_title,
+        caption_title=caption_text(theory_title),
     log:
         log("theory_report"),
     conda:
@@ -158,7 +163,8 @@ rule figure_final:
         ),
     params:
         kind=lambda wildcards: PARAMS.figures()[wildcards.figure]["kind"],
-        title=lambda wildcards: PARAMS.figures()[wildcards.figure].get("title", wildcards.figure),
+        title=figure_title,
+        caption_title=caption_text(figure_title),
         methods=METHOD_FAMILIES,
     log:
         log("figure"),

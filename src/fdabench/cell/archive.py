@@ -20,7 +20,10 @@ Record (format "fdabench.archive/1"; keys):
   the cell's metric, what the selection rules read (`source_val_<metric>`, `target_val_<metric>`), a personalised
   method's `global_<metric>`, and an auto-weighted method's `betas`, where the cell logs them;
   train_cpu_seconds, train_seconds, wall_seconds; model {name, options}, model_size, sources, family,
-  uses_unlabelled_target, partition_hash, bytes {uplink_total, downlink_total, per_round_mean}.
+  uses_unlabelled_target, partition_hash, bytes {uplink_total, downlink_total, per_round_mean};
+  digest (`fdabench.cell.digest`: "sha256:..." of the rest of the record, checked on every read, so a record edited
+  after `fdabench archive add` wrote it is refused by name). Records archived before digests existed carry none
+  (unsealed): they are read, and `unsealed` counts them; `fdabench archive seal` adds their digests.
 Per-round losses, other metrics, bytes and seconds are left out (every metric's final is kept): a cell rebuilt from
 its record (`cell_from_record`) carries `archive` {format} to say so.
 """
@@ -35,6 +38,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from fdabench.cell.digest import DIGEST_KEY, EditedError, is_sealed, seal, verify
 from fdabench.cell.result import CELL_KEYS, FORMAT
 from fdabench.cell.staleness import code_changes
 from fdabench.core.device_identity import changed_settings
@@ -128,7 +132,7 @@ def record_from_cell(cell: dict[str, Any], source: str = "the cell") -> dict[str
         "best_round": best_round(cell),
         "rounds": {key: [record.get(key) for record in rounds] for key in ("round", "phase", *keys)},
     }
-    return record
+    return seal(record)
 
 
 def cell_from_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -149,8 +153,30 @@ def cell_from_record(record: dict[str, Any]) -> dict[str, Any]:
     return cell
 
 
+def record_name(record: dict[str, Any]) -> str:
+    """suite/experiment/method/target/seed N: the record's cell."""
+    suite, experiment, method, target, seed = identity(record)
+    return f"{suite}/{experiment}/{method}/{target}/seed {seed}"
+
+
+def unsealed(records: Iterable[dict[str, Any]]) -> int:
+    """How many of `records` carry no digest (archived before digests existed)."""
+    return sum(not is_sealed(record) for record in records)
+
+
+def seal_records(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """`records` (read, so those with a digest were verified), each unsealed one given its digest; how many were."""
+    records = list(records)
+    return [record if is_sealed(record) else seal(record) for record in records], unsealed(records)
+
+
 def _line(record: dict[str, Any]) -> str:
     return canonical_json(record)
+
+
+def _contents(record: dict[str, Any]) -> str:
+    """The record's line without its digest: equal for a record and the same record sealed."""
+    return canonical_json({key: value for key, value in record.items() if key != DIGEST_KEY})
 
 
 def encode(records: Iterable[dict[str, Any]]) -> bytes:
@@ -168,8 +194,9 @@ def encode(records: Iterable[dict[str, Any]]) -> bytes:
 
 
 def decode(data: bytes, source: str = "the archive") -> list[dict[str, Any]]:
-    """The records of an archive file's bytes, checked: each a record of this format, in canonical form, sorted by
-    identity, one per cell (anything else was not written by `fdabench archive add`)."""
+    """The records of an archive file's bytes, checked: each a record of this format, in canonical form, unedited
+    (its digest, where it has one, matches it: `fdabench.cell.digest`), sorted by identity, one per cell (anything
+    else was not written by `fdabench archive add`)."""
     try:
         text = gzip.decompress(data).decode("utf-8")
     except (OSError, EOFError, UnicodeDecodeError) as error:
@@ -190,6 +217,10 @@ def decode(data: bytes, source: str = "the archive") -> list[dict[str, Any]]:
                 f"{source}, line {number}: not in canonical form (edited by hand?); rebuild it with "
                 "`fdabench archive add`"
             )
+        try:
+            verify(record, f"{source}, line {number} ({record_name(record)})")
+        except EditedError as error:
+            raise EditedError(f"{error}; restore the file (git checkout) or archive the cell again") from None
         records.append(record)
     order = [identity(record) for record in records]
     if order != sorted(order) or len(set(order)) != len(order):
@@ -232,7 +263,7 @@ def add_records(
         seen.add(key)
         if key not in by_identity:
             counts["added"] += 1
-        elif _line(by_identity[key]) == _line(record):
+        elif _contents(by_identity[key]) == _contents(record):
             counts["unchanged"] += 1
         else:
             counts["replaced"] += 1

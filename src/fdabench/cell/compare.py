@@ -1,8 +1,9 @@
 """Whether two runs computed the same cells: cell files compared without what differs between equal runs.
 
 Dropped before comparing (`comparable`): timings (`wall_seconds`, `train_seconds`, `train_cpu_seconds`, each
-round's `seconds`) and the code fingerprint (`code`: module hashes change with any edit of the code a cell
-reaches, even one that leaves every result equal). Everything else (configuration, every round's metrics and
+round's `seconds`), the code fingerprint (`code`: module hashes change with any edit of the code a cell
+reaches, even one that leaves every result equal) and the digest (`digest`, `fdabench.cell.digest`: it hashes the
+timings too). Everything else (configuration, every round's metrics and
 bytes, finals, versions, device, partition hash) must be equal. `scripts/compare_cells.py` runs it on two
 folders of cell files (e.g. results/cells before and after a change that must not change results).
 """
@@ -15,13 +16,13 @@ from typing import Any
 from fdabench.core.io import read_json
 
 #: top-level keys of a cell file that differ between equal runs
-VOLATILE_KEYS = ("wall_seconds", "train_seconds", "train_cpu_seconds", "code")
+VOLATILE_KEYS = ("wall_seconds", "train_seconds", "train_cpu_seconds", "code", "digest")
 #: keys of each round record that differ between equal runs
 VOLATILE_ROUND_KEYS = ("seconds",)
 
 
 def comparable(cell: dict[str, Any]) -> dict[str, Any]:
-    """The cell without timings and code fingerprint."""
+    """The cell without timings, code fingerprint and digest."""
     kept = {key: value for key, value in cell.items() if key not in VOLATILE_KEYS}
     if isinstance(kept.get("rounds"), list):
         kept["rounds"] = [

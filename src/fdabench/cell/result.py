@@ -17,7 +17,9 @@ Keys (format "fdabench.cell/1"):
   refuse cells whose shared modules differ, `check_same_code`), plugins [{name, version, hash}] (the plugin
   distributions loaded where it ran, `fdabench.cell.plugin_fingerprint.loaded_distributions`; [] for none),
   uses_unlabelled_target (training read the target's unlabelled training inputs, e.g. KD3A; tables mark it),
-  family (the method's family, `fdabench.core.families`: figures group and colour by it).
+  family (the method's family, `fdabench.core.families`: figures group and colour by it),
+  digest ("sha256:..." of the rest, added as the file is written: `fdabench.cell.digest`; readers refuse a cell whose
+  digest does not match, `fdabench.cell.reading`, and `fdabench status` calls it edited).
 Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
 (Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
 (FedDaDiL's FedAvg encoder, then its dictionary rounds). Personalised methods also log

@@ -34,13 +34,21 @@ def _cell_files(given: list[str]) -> list[Path]:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from fdabench.cell.archive import add_records, archive_path, read_archive, record_from_cell, write_archive
-    from fdabench.cell.result import IncompleteCellError, read_cell
+    from fdabench.cell.archive import (
+        add_records,
+        archive_path,
+        read_archive,
+        record_from_cell,
+        seal_records,
+        write_archive,
+    )
+    from fdabench.cell.reading import read_verified_cell
+    from fdabench.cell.result import IncompleteCellError
 
     records: dict[str, list[dict[str, Any]]] = {}
     for path in _cell_files(args.cells):
         try:
-            record = record_from_cell(read_cell(path), str(path))
+            record = record_from_cell(read_verified_cell(path), str(path))
         except IncompleteCellError as error:
             raise CommandError(f"{error}; nothing was added") from None
         except ValueError as error:
@@ -61,11 +69,30 @@ def cmd_add(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise CommandError(f"{path}: {error}; nothing was added") from None
     for path, (all_records, counts) in merged.items():  # every archive checked before any is written
+        all_records, sealed = seal_records(all_records)
         write_archive(path, all_records)
         print(
             f"{path}: {counts['added']} added, {counts['replaced']} replaced, {counts['unchanged']} unchanged; "
             f"{len(all_records)} cells, {path.stat().st_size} bytes"
+            + (f"; {sealed} records archived before digests now carry one" if sealed else "")
         )
+    return 0
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    """Give every record of the archives that carries no digest (archived before digests existed) its digest, so
+    that from now on an edit to it is refused; the records with one are verified, and nothing else changes."""
+    from fdabench.cell.archive import read_archive, seal_records, write_archive
+
+    archives = [Path(name) for name in args.archives]
+    missing = [str(path) for path in archives if not path.is_file()]
+    if missing:
+        raise CommandError(f"{', '.join(missing)}: no such archive; nothing was sealed")
+    sealed = {path: seal_records(read_archive(path)) for path in archives}  # every archive verified before any write
+    for path, (records, count) in sealed.items():
+        if count:
+            write_archive(path, records)
+        print(f"{path}: {count} of {len(records)} records sealed (the others carried a digest, verified)")
     return 0
 
 
@@ -194,9 +221,11 @@ def compare_archive(args: argparse.Namespace) -> int:
         }.items()
         if value
     }
-    from fdabench.cell.archive import read_archive
+    from fdabench.cell.archive import read_archive, unsealed
+    from fdabench.cell.digest import UNSEALED
 
-    suite = archive_suite(read_archive(archive), archive)
+    records = read_archive(archive)
+    suite = archive_suite(records, archive)
     if args.suite and suite and args.suite != suite:
         raise CommandError(f"{archive} holds cells of suite {suite}, not {args.suite}")
     if suite is None:
@@ -212,6 +241,12 @@ def compare_archive(args: argparse.Namespace) -> int:
         return 0
     texts, cells = regenerate(archive, explicit or None)
     older = sum(cell["archive"]["older_commit"] for cell in cells)
+    unsealed_count = unsealed(records)
+    if unsealed_count:
+        print(
+            f"{archive}: {unsealed_count} of {len(cells)} records are {UNSEALED}; add their digests with "
+            f"`fdabench archive seal {archive}`"
+        )
     if args.check:
         differing = [
             path for path, text in texts.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
@@ -236,6 +271,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from fdabench.cell.archive import ARCHIVE_NAME, ARCHIVE_ROOT, cell_from_record, read_archive, record_state
+    from fdabench.cell.digest import is_sealed, seal
     from fdabench.config import load_params
     from fdabench.core import paths
     from fdabench.core.io import write_json_atomic
@@ -282,7 +318,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 kept += 1
                 continue
             if not args.dry_run:
-                write_json_atomic(path, _exported_cell(cell_from_record(record), code if state == "current" else None))
+                exported = _exported_cell(cell_from_record(record), code if state == "current" else None)
+                write_json_atomic(path, seal(exported) if is_sealed(record) else exported)  # unsealed: as it is
             written += 1
         summary = ", ".join(f"{counts[state]} {state}" for state in sorted(counts))
         verb = "would write" if args.dry_run else "wrote"
@@ -343,6 +380,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="add cells whatever versions they ran (the committed archives' test then fails on them)",
     )
     p.set_defaults(handler=cmd_add)
+
+    p = commands.add_parser(
+        "seal",
+        help="add a digest to every record archived before records carried one (each record's digest is checked on "
+        "every read, so an edited record is refused by name); records that carry one are verified, nothing else "
+        "changes",
+    )
+    p.add_argument("archives", nargs="+", help="archive files (e.g. docs/reproduction/paper_cpu/cells.jsonl.gz)")
+    p.set_defaults(handler=cmd_seal)
 
     p = commands.add_parser(
         "export",

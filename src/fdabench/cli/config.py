@@ -91,7 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_cells)
 
     p = sub.add_parser(
-        "status", help="which cells of the active suite are current, stale (other config or code), failed or missing"
+        "status",
+        help="which cells of the active suite are current, edited (changed since their job wrote them), stale (other "
+        "config or code), failed or missing",
     )
     suite_arguments(p)
     p.add_argument("--all", action="store_true", help="list current cells too")

@@ -29,13 +29,13 @@ def cmd_theory_init(args: argparse.Namespace) -> int:
 
 
 def cmd_theory_report(args: argparse.Namespace) -> int:
-    from fdabench.cell.result import read_cell
+    from fdabench.cell.reading import read_cells
     from fdabench.core.io import write_text_atomic
     from fdabench.theory.report import plot_theory, theory_frame, theory_markdown
 
     refuse_overwriting_inputs([*args.initial, *args.cells], [args.csv, args.md, args.png])
     initial = [require_json(p, "theory init", "its theory_init job", kind="fdabench.theory_init") for p in args.initial]
-    frame = theory_frame(initial, [read_cell(p) for p in args.cells], args.roles)
+    frame = theory_frame(initial, list(read_cells(args.cells).values()), args.roles)
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text_atomic(args.md, theory_markdown(frame, args.title))
     plot_theory(frame, args.png, args.title)

@@ -17,6 +17,7 @@ from fdabench.cli.common import (
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from fdabench.cell.digest import seal
     from fdabench.cell.fingerprint import CodeFingerprint
     from fdabench.cell.run import run_cell
     from fdabench.cell.setup import CellInputError
@@ -67,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
-    write_json_atomic(args.output, result)
+    write_json_atomic(args.output, seal(result))  # the digest that lets readers tell an edited cell
     checkpoint.unlink(missing_ok=True)
     print(
         f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) -> "

@@ -19,16 +19,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fdabench.cell.digest import UNSEALED, EditedError, verify
 from fdabench.cell.result import FORMAT
 from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import read_json
 
 
 def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]]) -> tuple[str, str]:
-    """("current" or "stale", why) of an existing cell file against the configuration and code fingerprint
+    """("current", "stale" or "edited", why) of an existing cell file against the configuration and code fingerprint
     (`code()`: `{fingerprint, modules}`, `fdabench.cell.fingerprint.CodeFingerprint.to_json`) params.yaml and the
     source now give; a changed `device` setting counts where the cell did not run on what it now asks for
-    (`fdabench.core.device_identity`)."""
+    (`fdabench.core.device_identity`). "edited": its digest (`fdabench.cell.digest`) does not match its contents, so
+    nothing it says is trusted. A current cell written before cells carried a digest says so (`UNSEALED`) as its
+    why."""
     try:
         result = read_json(result_path)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -39,6 +42,10 @@ def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[],
         return "stale", f"format {result.get('format')!r}, not {FORMAT}; snakemake reruns it"
     if result.get("status") != "complete":
         return "stale", f"result status {result.get('status')!r}, not complete"
+    try:
+        sealed = verify(result, str(result_path))
+    except EditedError:
+        return "edited", "edited after its training job wrote it: its digest does not match its contents"
     recorded = result.get("config") if isinstance(result.get("config"), dict) else {}
     changed = changed_settings(recorded, result.get("device"), config)
     if changed:
@@ -49,7 +56,7 @@ def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[],
         before, now = recorded.get("modules", {}), current["modules"]
         changed = sorted(m for m in set(before) | set(now) if before.get(m) != now.get(m))
         return "stale", "code changed: " + (", ".join(changed) or "no fingerprint recorded")
-    return "current", ""
+    return "current", "" if sealed else UNSEALED
 
 
 def _unconsumed(marker: Path, result: Path) -> bool:
@@ -59,16 +66,16 @@ def _unconsumed(marker: Path, result: Path) -> bool:
 def heal_cell(
     result: Path, marker: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]], path: str | None = None
 ) -> str | None:
-    """Give the cell file `result` a new rerun `marker` if it is stale (`recorded_state`; the file is untouched, so a
-    failed rerun keeps it); remove a marker no job consumed from a cell that is not stale. One line if the cell
-    reruns (naming it `path`), else None.
+    """Give the cell file `result` a new rerun `marker` if it is stale or edited (`recorded_state`; the file is
+    untouched, so a failed rerun keeps it); remove a marker no job consumed from a cell that is neither. One line if
+    the cell reruns (naming it `path`), else None.
 
     A missing cell (deleted, moved aside, or never run) gets a new marker too: Snakemake reruns no job for a missing
     file that up-to-date outputs were made from (a table whose cell was deleted), so the marker, newer than those
     outputs, makes the cell run and everything made from it with it."""
     moved = move_aside(result, path) if result.is_dir() and not result.is_symlink() else None
     state, reason = recorded_state(result, config, code) if result.is_file() else ("missing", "")
-    if state in ("stale", "missing"):
+    if state in ("stale", "edited", "missing"):
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(f"{time.time_ns()} {reason or state}\n", encoding="utf-8")  # new content: a new input
         if state == "missing":

@@ -1,6 +1,7 @@
-"""Which cells of a suite are current: done with today's configuration and code, or missing, failed, or
-stale (run with another configuration or other code than what params.yaml and the source now give, or not
-readable as a complete cell of this format: `fdabench.jobs.heal.recorded_state`).
+"""Which cells of a suite are current: done with today's configuration and code, or edited (changed after its
+training job wrote it: its digest, `fdabench.cell.digest`, does not match), missing, failed, or stale (run with
+another configuration or other code than what params.yaml and the source now give, or not readable as a complete
+cell of this format: `fdabench.jobs.heal.recorded_state`). Edited and stale cells rerun.
 
 `heal_workspace` heals every cell of a suite at once (`fdabench.jobs.heal`; the Snakefile heals the cells a run
 plans, one by one)."""
@@ -11,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from fdabench.cell.digest import UNSEALED, digest_matches
 from fdabench.cell.plugin_scope import cell_code
 from fdabench.cell.result import FORMAT
 from fdabench.config.params import Cell, Params
@@ -19,7 +21,7 @@ from fdabench.core.io import read_json
 from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.jobs.heal import heal_cell, heal_link, recorded_state
 
-STATES = ("current", "stale", "failed", "missing")
+STATES = ("current", "edited", "stale", "failed", "missing")
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,14 @@ def suite_status(params: Params, root: Path = Path(".")) -> list[CellState]:
     return [cell_state(cell, root) for cell in params.cells()]
 
 
-def format_status(
-    params: Params, states: list[CellState], show: tuple[str, ...] = ("stale", "failed", "missing")
-) -> str:
+def format_status(params: Params, states: list[CellState], show: tuple[str, ...] = STATES[1:]) -> str:
     counts = Counter(state.state for state in states)
     lines = [
         f"suite {params.suite_name}: {len(states)} cells: " + ", ".join(f"{counts[name]} {name}" for name in STATES)
     ]
+    unsealed = sum(state.state == "current" and state.reason == UNSEALED for state in states)
+    if unsealed:
+        lines.append(f"  {unsealed} current cells are {UNSEALED}; they carry one once they rerun")
     lines += sweep_progress(params, states)
     for state in states:
         if state.state in show:
@@ -129,5 +132,7 @@ def unreadable_cells_message(cell_paths: list[str]) -> str:
             reasons.append(f"{path} has format {found!r}, not {FORMAT} (written by another fdabench version)")
         elif result.get("status") != "complete":
             reasons.append(f"{path} has status {result.get('status')!r}, not complete")
+        elif not digest_matches(result):
+            reasons.append(f"{path} was edited after its training job wrote it (its digest does not match)")
     listed = "; ".join(reasons) or "a cell is not a complete result"
     return f"{listed}; rerun `snakemake` (it reruns such cells with this version, keeping the files until then)"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fdabench.cell.result import read_cell
+from fdabench.cell.reading import read_cells
 from fdabench.core.families import FAMILIES
 from fdabench.core.io import atomic_path
 from fdabench.core.metrics import PERCENT_METRICS
@@ -19,8 +19,7 @@ from fdabench.report.tables import AVERAGE
 def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
     """One row per (cell, round): identity, the method's family, round, phase and the cell's metric."""
     frames = []
-    for path in paths:
-        cell = read_cell(path)
+    for cell in read_cells(paths).values():
         metric = cell["metric"]
         rows = pd.DataFrame(cell["rounds"])
         frames.append(
@@ -152,8 +151,7 @@ def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mappin
 def betas_frame(paths: Iterable[str]) -> pd.DataFrame:
     """One row per (cell, round, source) for cells whose rounds log auto-weighting betas."""
     rows = []
-    for path in paths:
-        cell = read_cell(path)
+    for cell in read_cells(paths).values():
         sources = cell.get("sources") or []
         for record in cell["rounds"]:
             for index, beta in enumerate(record.get("betas") or []):
@@ -213,8 +211,7 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
     """One row per cell: identity, the fixed β/α it ran with, its final metric (accuracy and AUC in %) and the
     published value of its row where one exists (fdabench.paper.published, already in %)."""
     rows = []
-    for path in paths:
-        cell = read_cell(path)
+    for cell in read_cells(paths).values():
         config = cell["config"]
         key = config.get("published")
         percent = cell["metric"] in PERCENT_METRICS

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from fdabench.cell.result import read_cell
+from fdabench.cell.reading import read_cells
 from fdabench.paper.gaps import MEASURED_CAUSES, Reading
 from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
 from fdabench.paper.published import (
@@ -81,7 +81,7 @@ def older_commit(cell: dict[str, Any]) -> bool:
 
 def paper_vs_ours(paths: Iterable[str]) -> pd.DataFrame:
     """`paper_vs_ours_of` the cell files at `paths`."""
-    return paper_vs_ours_of(read_cell(path) for path in paths)
+    return paper_vs_ours_of(read_cells(paths).values())
 
 
 def paper_vs_ours_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -418,7 +418,7 @@ def average_ranks(tidy: pd.DataFrame) -> pd.DataFrame:
 
 def suite_means(paths: Iterable[str]) -> pd.DataFrame:
     """`suite_means_of` the cell files at `paths`."""
-    return suite_means_of(read_cell(path) for path in paths)
+    return suite_means_of(read_cells(paths).values())
 
 
 def suite_means_of(cells: Iterable[dict[str, Any]]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fdabench.cell.result import read_cell
+from fdabench.cell.reading import read_cells
 from fdabench.core.io import atomic_path
 from fdabench.core.metrics import PERCENT_METRICS
 from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
@@ -479,5 +479,5 @@ def plot_critical_difference(ranks: pd.Series, nemenyi: pd.DataFrame | None, out
 
 
 def read_sweep_cells(paths: Iterable[str]) -> list[dict[str, Any]]:
-    """The finished cells of a sweep (`read_cell` refuses anything else)."""
-    return [read_cell(path) for path in paths]
+    """The finished cells of a sweep (`read_cells` refuses anything else, and a cell given twice)."""
+    return list(read_cells(paths).values())

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from html import escape
 from typing import Any
 
 import pandas as pd
+from jinja2 import Environment
+from markupsafe import Markup, escape
 
-from fdabench.cell.result import check_same_code, facts_row, read_cell
+from fdabench.cell.reading import read_cells
+from fdabench.cell.result import check_same_code, facts_row
 from fdabench.core.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
@@ -22,7 +24,7 @@ def cells_frame(paths: Iterable[str], metrics: list[str] | None = None, allow_mi
     `metrics` picks metrics from each cell's `finals` (default: the cell's primary metric). Cells that ran
     with different versions of shared code are refused unless `allow_mixed_code` (`check_same_code`)."""
     rows = []
-    cells = {str(path): read_cell(path) for path in paths}
+    cells = read_cells(paths)
     if not allow_mixed_code:
         check_same_code(cells)
     for path, cell in cells.items():
@@ -202,27 +204,39 @@ TABLE_STYLES = [
 ]
 
 
+#: the page every HTML output is: Jinja2 with autoescaping, so any text (a title, a name, a note) reaches it escaped
+PAGE = Environment(autoescape=True, keep_trailing_newline=True).from_string(
+    '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>\n'
+    "{% for table in tables %}{{ table }}\n{% endfor %}"
+    '{% for note in notes %}<p style="font: 12px sans-serif; color: #444;">{{ note }}</p>\n{% endfor %}'
+    "</body>\n</html>\n"
+)
+
+
+def _escaped_names(index: pd.Index) -> list[str | None]:
+    return [None if name is None else str(escape(name)) for name in index.names]
+
+
+def html_fragment(frame: pd.DataFrame, caption: str | None, index: bool, position: int) -> Markup:
+    """One table rendered by pandas' Styler with every text in it escaped (values, row and column labels and their
+    names, the caption), so it enters `PAGE` as markup; its element ids numbered by `position` (pandas draws them at
+    random otherwise), so the same table gives the same bytes."""
+    frame = frame.copy(deep=False)
+    frame.index = frame.index.set_names(_escaped_names(frame.index))
+    frame.columns = frame.columns.set_names(_escaped_names(frame.columns))
+    style = frame.style if index else frame.style.hide(axis="index")
+    style = style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
+    html = style.set_uuid(f"table{position}").set_caption(escape(caption or "")).set_table_styles(TABLE_STYLES)
+    return Markup(html.to_html())
+
+
 def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
-    """Tables (frame, caption, whether to show the index) rendered by pandas' Styler, then notes, as one
-    standalone UTF-8 HTML page: what the Snakemake report shows inline. The tables' element ids are numbered (pandas
-    draws them at random otherwise), so the same tables give the same bytes."""
+    """Tables (frame, caption, whether to show the index) then notes as one standalone UTF-8 HTML page (`PAGE`, every
+    text escaped): what the Snakemake report shows inline, and every HTML page fdabench writes."""
     tables = [
-        (frame.style if index else frame.style.hide(axis="index"))
-        .set_uuid(f"table{position}")
-        .set_caption(caption or "")
-        .set_table_styles(TABLE_STYLES)
-        .to_html()
-        for position, (frame, caption, index) in enumerate(sections)
+        html_fragment(frame, caption, index, position) for position, (frame, caption, index) in enumerate(sections)
     ]
-    paragraphs = [f'<p style="font: 12px sans-serif; color: #444;">{escape(note)}</p>' for note in notes]
-    return "\n".join(
-        [
-            '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>',
-            *tables,
-            *paragraphs,
-            "</body>\n</html>\n",
-        ]
-    )
+    return PAGE.render(tables=tables, notes=list(notes))
 
 
 IDENTITY_SETTINGS = ("suite", "experiment", "dataset", "method", "target", "seed")
@@ -250,7 +264,7 @@ def settings_split(configs: list[dict[str, Any]]) -> tuple[list[str], dict[str, 
 def cells_html(paths: Iterable[str], title: str | None = None) -> str:
     """One row per cell (`facts_row`): what ran, where, for how long, with which code, and the settings that
     differ between the cells; the settings every cell shares below the table."""
-    cells = [read_cell(path) for path in paths]
+    cells = list(read_cells(paths).values())
     frame = pd.DataFrame([facts_row(cell) for cell in cells])
     frame["settings (where cells differ)"], shared = settings_split([cell["config"] for cell in cells])
     notes = [
