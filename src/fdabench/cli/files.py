@@ -89,8 +89,7 @@ def check_outputs(outputs: list[tuple[PathRole, str]]) -> None:
     where its folder goes."""
     written: dict[str, str] = {}
     for role, path in outputs:
-        if role is not UPDATED:
-            refuse_overwriting_inputs(path, replaces_folder=role.replaced_whole)
+        refuse_overwriting_inputs(path, replaces_folder=role.replaced_whole)
         real = os.path.realpath(path)
         if real in written:
             raise OutputPathError(f"{written[real]} and {path} are the same file; give each output its own path")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from fdabench.cli.common import CommandError, require_json
+from fdabench.cli.common import CommandError, json_argument, require_json
 from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_FOLDER, UPDATED, PathRole
 
 
@@ -64,7 +63,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
 
-    families = dict(json.loads(args.methods)) if args.methods else None
+    families = dict(args.methods) if args.methods else None
     if args.kind in ("shift", "beta", "alpha"):
         plot_sweep(args.cells, args.output, args.kind, args.title, families)
     elif args.kind == "betas":
@@ -236,6 +235,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", help="title shown above the output")
     p.add_argument(
         "--methods",
+        type=json_argument,
         help="JSON list of [method, family] pairs, the whole suite's methods in table order: fixes each method's "
         "colour, so it is the same in every figure (default: the given cells' methods)",
     )

@@ -80,8 +80,14 @@ def _under(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+#: the failures of a write itself (what the block of `atomic_path` may raise otherwise, e.g. a missing input, passes)
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO}
+
+
 def _write_failed(final: Path, error: OSError) -> OSError:
     """The one-line OSError for a failed write of `final`: a full disk, permissions, the file-size limit."""
+    if error.errno not in _WRITE_ERRNOS:
+        return error
     if error.errno == errno.EFBIG:
         advice = "the file-size limit (ulimit -f) is smaller than the file; raise it and rerun"
     else:
@@ -116,7 +122,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.fsync(handle.fileno())
         os.replace(tmp, final)
     except OSError as error:
-        raise _write_failed(final, error) from error
+        failure = _write_failed(final, error)
+        if failure is error:
+            raise
+        raise failure from error
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -143,7 +152,10 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
             final.unlink()
         os.replace(staging, final)
     except OSError as error:
-        raise _write_failed(final, error) from error
+        failure = _write_failed(final, error)
+        if failure is error:
+            raise
+        raise failure from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
