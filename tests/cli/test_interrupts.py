@@ -127,5 +127,5 @@ def test_a_file_size_limit_is_one_line_and_leaves_no_partial_file(tmp_path):
     )
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("fdabench: ")
-    assert f"could not write {output}: File too large; the file-size limit (ulimit -f)" in result.stderr
+    assert f"could not write {output}: File too large;" in result.stderr
     assert list(tmp_path.iterdir()) == []

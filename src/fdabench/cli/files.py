@@ -2,8 +2,7 @@
 the roles below, and a command whose outputs follow from other arguments (`sweep --suite`) names them with
 `set_defaults(derived_files=...)`. `main` checks the declared outputs before the command runs (none over an input,
 no two the same, none where a directory or a file blocks it) and runs the command inside
-`fdabench.core.io.protecting_inputs`, so the one writer (`fdabench.core.io`) refuses every write over an input,
-declared output or not."""
+`fdabench.core.guard.protecting_inputs`, which refuses every write over an input, declared output or not."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fdabench.core.io import OutputPathError, protecting_inputs, refuse_overwriting_inputs
+from fdabench.core.guard import OutputPathError, protecting_inputs, refuse_overwriting_inputs
 
 
 class PathRole:

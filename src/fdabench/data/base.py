@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fdabench.core.io import atomic_folder, file_sha256
 from fdabench.core.io import content_hash as payload_hash
+from fdabench.core.io import file_sha256
 from fdabench.core.registry import Registry, derive_defaults
 
 
@@ -53,7 +53,13 @@ class PreparedDataset:
     def save(self, path: str | os.PathLike) -> None:
         """Write a directory: header.json plus x<i>.npy / y<i>.npy per domain (loaded memory-mapped).
         The directory appears complete or not at all."""
-        with atomic_folder(path) as staging:
+        import shutil
+        import tempfile
+
+        final = Path(path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+        try:
             aux_names = sorted(next(iter(self.domains.values())).aux) if self.domains else []
             for index, arrays in enumerate(self.domains.values()):
                 if sorted(arrays.aux) != aux_names:
@@ -76,6 +82,13 @@ class PreparedDataset:
                 },
             }
             (staging / "header.json").write_text(json.dumps(header, indent=1) + "\n")
+            staging.chmod(0o777 & ~_umask())
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> PreparedDataset:
@@ -134,6 +147,12 @@ def _check_sizes(path: Path, files: dict[str, dict[str, Any]]) -> None:
                 f"prepared dataset {path}: {name} is truncated or was edited ({found}, expected {record['bytes']} "
                 f"bytes); delete {path} and rerun `fdabench prepare` (snakemake does it)"
             )
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class DatasetSource(ABC):

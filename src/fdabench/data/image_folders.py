@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fdabench.core.io import atomic_folder, atomic_path
+from fdabench.core.io import atomic_path
+from fdabench.core.staging import atomic_folder
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import IMAGE_SUFFIXES, raw_dir
 

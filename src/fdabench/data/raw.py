@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fdabench.core.io import atomic_folder
 from fdabench.core.registry import Registry
 
 MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"  # the default local mirror of raw datasets
@@ -131,7 +130,7 @@ def _copy_tree(source: Path, destination: Path) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    shutil.copytree(source, destination, copy_function=link_or_copy, dirs_exist_ok=True)
+    shutil.copytree(source, destination, copy_function=link_or_copy)
 
 
 def acquire(
@@ -144,9 +143,12 @@ def acquire(
     if (final / MANIFEST).exists():
         return final
     mirror_path = Path(mirror) if mirror else None
-    with atomic_folder(final) as staging:
+    destination_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{raw.name}.", suffix=".partial", dir=destination_root))
+    try:
         missing = _missing_in(raw, mirror_path / raw.name) if mirror_path is not None else _everything(raw)
         if not missing:
+            shutil.rmtree(staging)
             _copy_tree(mirror_path / raw.name, staging)
             source = f"mirror:{mirror_path.resolve()}"
         elif download and raw.download is not None:
@@ -165,7 +167,13 @@ def acquire(
         (staging / MANIFEST).write_text(
             json.dumps({"name": raw.name, "source": source, "sha256": digests}, indent=1) + "\n"
         )
-    return final
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+        return final
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
 
 
 def verify_acquired(name: str, root: str | os.PathLike) -> None:

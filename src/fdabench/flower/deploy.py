@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from fdabench.core.io import open_log, read_json, write_text_atomic
+from fdabench.core.io import read_json, write_text_atomic
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.simulation import QUIET, run_options, site_files
 
@@ -99,7 +99,7 @@ class LocalDeployment:
         self.processes: dict[str, subprocess.Popen] = {}
 
     def _start(self, name: str, command: list[str]) -> subprocess.Popen:
-        log = open_log(self.work / f"{name}.log")  # the process writes it
+        log = open(self.work / f"{name}.log", "w", encoding="utf-8")  # noqa: SIM115 (the process writes it)
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.work, start_new_session=True
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fdabench.core.io import atomic_folder
+from fdabench.core.staging import atomic_folder
 from fdabench.report.figures import betas_frame, rounds_frame
 
 ROUNDS_COLUMNS = ["round", "target_test_metric"]

@@ -20,7 +20,7 @@ import torch
 import fdabench
 from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
 from fdabench.cell.run import run_cell
-from fdabench.core.io import open_log, read_json, write_json_atomic
+from fdabench.core.io import read_json, write_json_atomic
 
 #: the child's command line after the interpreter
 WORKER_ARGUMENTS = ("-m", "fdabench", "bench", "gpu", "--worker")
@@ -66,7 +66,7 @@ def run_level(spec_path: Path, count: int, work: Path, timeout: float) -> dict[s
         started = time.perf_counter()
         for index in range(count):
             output = work / f"k{count}_{index}.json"
-            log = open_log(work / f"k{count}_{index}.log")  # closed below, after the child exits
+            log = open(work / f"k{count}_{index}.log", "w")  # noqa: SIM115 (closed below, after the child exits)
             command = [sys.executable, *WORKER_ARGUMENTS, str(spec_path), "--output", str(output)]
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             children.append({"process": process, "output": output, "log": log, "ended": None})
