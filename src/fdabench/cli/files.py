@@ -83,7 +83,7 @@ def guarded(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Iterat
 
 
 def check_outputs(outputs: list[tuple[PathRole, str]]) -> None:
-    """Refuse, before anything runs, an output over an input (`fdabench.core.io.refuse_overwriting_inputs`), two
+    """Refuse, before anything runs, an output over an input (`fdabench.core.guard.refuse_overwriting_inputs`), two
     outputs that are the same file, and an output file that cannot be written: a directory where it goes, or a file
     where its folder goes."""
     written: dict[str, str] = {}
