@@ -39,6 +39,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.core.families",
     "fdabench.core.metrics",
     "fdabench.core.selection",
+    "fdabench.core.staging",
     "fdabench.paper",
     "fdabench.report",
     "fdabench.theory.roles",

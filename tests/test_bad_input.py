@@ -557,7 +557,7 @@ CASES = [
     ),
     Case(
         "an unwritable results folder",
-        r"cannot write .*cell\.json \(.*\); make .* writable or choose another results folder\. Nothing was trained",
+        r"cannot write .*cell\.json \(.*\); make .* writable or choose another folder\. Nothing was run",
         _cli(_unwritable_results),
     ),
     Case(
@@ -765,7 +765,7 @@ CASES = [
     Case(
         "train --output an existing directory",
         r"^fdabench: cannot write .*: it is a directory; pass a file path \(or move the directory\)\. Nothing was "
-        r"trained",
+        r"run",
         _cli(lambda tmp: _train_arguments(tmp, (tmp / "results").mkdir() or tmp / "results")),
     ),
     Case(

@@ -302,7 +302,7 @@ def test_train_output_that_is_a_partition_or_a_directory_is_refused_before_train
     assert "would overwrite the input" in _cli([*train, "--partition", partition, "--output", partition])
     (tmp_path / "existing").mkdir()
     message = _cli([*train, "--partition", partition, "--output", str(tmp_path / "existing")])
-    assert "existing: it is a directory; pass a file path" in message and "Nothing was trained" in message
+    assert "existing: it is a directory; pass a file path" in message and "Nothing was run" in message
 
 
 # -- plugins that change shipped code ----------------------------------------------------------------------------

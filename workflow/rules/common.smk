@@ -22,6 +22,7 @@ from fdabench.core.errors import ParamsError
 from fdabench.core.strict_yaml import check_params_files
 from fdabench.jobs.heal import heal_cell, heal_link
 from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
+from fdabench.jobs.run_settings import cores_problem, file_size_problem
 from fdabench.jobs.runlock import RunLockedError, hold_run_lock
 from fdabench.report.rst import rst_text
 
@@ -147,8 +148,12 @@ onstart:
     except RunLockedError as error:
         raise WorkflowError(str(error)) from None
     # the device, where jobs run on this machine: before any job is scheduled (a cluster's nodes check their own)
-    problem = devices.problem(DEVICE)
-    if problem and not workflow.executor_plugin.common_settings.non_local_exec:
+    local = not workflow.executor_plugin.common_settings.non_local_exec
+    problem = devices.problem(DEVICE) if local else None
+    # settings that make the run impossible (fdabench.jobs.run_settings): no core, or a file-size limit below a file
+    # Snakemake backs up before rerunning it
+    problem = problem or cores_problem(workflow.resource_settings.cores, local) or file_size_problem()
+    if problem:
         raise WorkflowError(problem)
     PLAN.save()
 

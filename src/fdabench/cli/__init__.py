@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from fdabench.cli import archive, bench, config, data, flower, report, theory, train
 from fdabench.cli.common import CommandError
+from fdabench.cli.files import guarded
 
 STAGES = (config, data, train, report, archive, bench, flower, theory)
 
@@ -30,9 +32,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a command. Expected failures (invalid params, a bad or missing file, bad JSON, an unknown name) are
-    one line naming the file or value and the fix, exit status 2; --debug shows their traceback instead."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run a command. Expected failures (invalid params, a bad or missing file, bad JSON, an unknown name, an output
+    over an input) are one line naming the file or value and the fix, exit status 2; --debug shows their traceback
+    instead. SIGINT and SIGTERM end any command with one line and exit status 130 or 143; an output not finished by
+    then is not written (`fdabench.core.io`)."""
+    previous = {number: signal.signal(number, _interrupt) for number in INTERRUPTS}
+    # over the file-size limit (ulimit -f), a write fails with EFBIG, reported by the writer, instead of killing us
+    previous[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        return _run(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt as interrupt:
+        number = getattr(interrupt, "signal", signal.SIGINT)
+        print(
+            f"fdabench: interrupted by {signal.Signals(number).name}; outputs not finished were not written",
+            file=sys.stderr,
+        )
+        return 128 + number
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+#: the signals that end a command with one line (exit status 128 + the signal's number)
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: raised where the command is, so that every writer's cleanup runs."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.signal = number
+
+
+def _interrupt(number: int, _frame: object) -> None:
+    raise Interrupted(number)
+
+
+def _run(argv: list[str]) -> int:
     if argv[:1] == ["train"]:
         # Every training job starts here: hand the command line to the fork server before anything else is
         # built; its child parses it, as below, and reports the same errors and exit status.
@@ -42,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = forkserver.run(argv)
             if code is not None:
                 return code
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "forkserver":
         from fdabench.jobs import forkserver
 
@@ -56,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code is not None:
                 return code
     try:
-        code = args.handler(args)
+        with guarded(parser, args):  # the declared outputs checked; the inputs protected from every write
+            code = args.handler(args)
         sys.stdout.flush()  # a closed pipe (fdabench status | head) is reported here, not at exit
         return code
     except BrokenPipeError:

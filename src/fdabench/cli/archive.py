@@ -11,6 +11,7 @@ from typing import Any
 
 from fdabench.cell.lock import LOCK
 from fdabench.cli.common import CommandError, suite_arguments
+from fdabench.cli.files import INPUT, OUTPUT_ROOT, UPDATED
 
 README = Path("README.md")
 PAGES = ("csv", "md", "html")
@@ -364,12 +365,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "refuses an incomplete cell, or one that ran other versions than requirements.lock pins (nothing is added "
         "then)",
     )
-    p.add_argument("cells", nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)")
     p.add_argument(
-        "--archive", help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)"
+        "cells", type=INPUT, nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)"
+    )
+    p.add_argument(
+        "--archive",
+        type=UPDATED,
+        help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)",
     )
     p.add_argument(
         "--lock",
+        type=INPUT,
         default=str(LOCK),
         help=f"the lock the cells' recorded torch, Python and fdabench versions must agree with (default {LOCK}); "
         "a cell that disagrees is refused and nothing is added",
@@ -387,7 +393,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every read, so an edited record is refused by name); records that carry one are verified, nothing else "
         "changes",
     )
-    p.add_argument("archives", nargs="+", help="archive files (e.g. docs/reproduction/paper_cpu/cells.jsonl.gz)")
+    p.add_argument(
+        "archives", nargs="+", type=UPDATED, help="archive files (e.g. docs/reproduction/paper_cpu/cells.jsonl.gz)"
+    )
     p.set_defaults(handler=cmd_seal)
 
     p = commands.add_parser(
@@ -397,9 +405,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "lists the others (from an older commit, config changed). On a fresh clone, prepare the data first "
         "(snakemake --config suite=S --until partition): data made after the export make Snakemake rerun the cells",
     )
-    p.add_argument("--archive", help="one archive file (default: every docs/reproduction/<suite>/cells.jsonl.gz)")
+    p.add_argument(
+        "--archive", type=INPUT, help="one archive file (default: every docs/reproduction/<suite>/cells.jsonl.gz)"
+    )
     suite_arguments(p)
-    p.add_argument("--root", default=".", help="the folder results/cells/ is under (default: .)")
+    p.add_argument("--root", type=OUTPUT_ROOT, default=".", help="the folder results/cells/ is under (default: .)")
     p.add_argument("--all", action="store_true", help="also write the records that are not current")
     p.add_argument("--overwrite", action="store_true", help="replace cell files that exist (default: keep them)")
     p.add_argument("--dry-run", action="store_true", help="write nothing; say what would be written")

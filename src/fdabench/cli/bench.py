@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from fdabench.cli.common import CommandError, cell_arguments, refuse_overwriting_inputs, suite_cell
+from fdabench.cli.common import CommandError, cell_arguments, suite_cell
+from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_ROOT, UPDATED
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
@@ -15,7 +16,6 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
     from fdabench.cell.lookup import MissingCellInputs
     from fdabench.core.io import write_json_atomic
 
-    refuse_overwriting_inputs([args.params], [args.output])
     params, experiment, method = suite_cell(args, "bench cell")
     cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
     device = None if args.device == "all" else args.device
@@ -128,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="aggregation, startup: timings of each (default 5); cell --cohort both: runs of each mode (default 2)",
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--output", help="also write the table as CSV (cell: the measurements as JSON)")
+    p.add_argument("--output", type=OUTPUT, help="also write the table as CSV (cell: the measurements as JSON)")
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -136,6 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--output-dir",
+        type=OUTPUT_ROOT,
         default="results/bench_gpu",
         help="gpu: where bench_gpu.json and bench_gpu.md go (default results/bench_gpu)",
     )
@@ -148,13 +149,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--from",
         dest="source",
+        type=INPUT,
         metavar="JSON",
         help="gpu: measure nothing; check this bench_gpu.json and write its Markdown (with --docs, the page's block)",
     )
     p.add_argument(
         "--docs",
+        type=UPDATED,
         metavar="PAGE",
         help="gpu: also fill the gpu-bench block of this Markdown page (docs/benchmarks.md) with the result",
     )
-    p.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)  # gpu: one packed cell's process
+    p.add_argument("--worker", type=INPUT, metavar="SPEC", help=argparse.SUPPRESS)  # gpu: one packed cell's process
     p.set_defaults(handler=cmd_bench)

@@ -1,5 +1,5 @@
-"""What every command shares: the one-line error, JSON arguments, input and output checks, the suite and cell
-arguments."""
+"""What every command shares: the one-line error, JSON arguments, input checks, the suite and cell arguments
+(outputs are checked by `fdabench.cli.files`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import os
 from collections.abc import Iterable
 from typing import Any
+
+from fdabench.cli.files import INPUT
 
 
 class CommandError(Exception):
@@ -74,54 +76,6 @@ def require_kind(paths: Iterable[str], kind: str) -> None:
         check_kind(path, payload, kind)
 
 
-def require_writable(output: str) -> None:
-    """Fail before any compute when the result could not be written: a directory where the file goes, or a folder
-    that cannot be made or written."""
-    import tempfile
-    from pathlib import Path
-
-    folder = Path(output).parent
-    if Path(output).is_dir():
-        raise CommandError(
-            f"cannot write {output}: it is a directory; pass a file path (or move the directory). Nothing was trained."
-        )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise CommandError(
-            f"cannot write {output} ({error.strerror or error}); make {folder} writable or choose another results "
-            "folder. Nothing was trained."
-        ) from None
-
-
-def refuse_overwriting_inputs(
-    inputs: Iterable[str | None], outputs: Iterable[str | None], input_folders: Iterable[str | None] = ()
-) -> None:
-    """Refuse, before anything is done, an output that is one of the inputs, lies inside an input folder, or is a
-    folder (replaced as a whole) holding an input; and two outputs that are the same file. Paths are compared after
-    normalisation (`os.path.realpath`: links, `..`, relative and absolute spellings)."""
-    files = {os.path.realpath(path): path for path in inputs if path}
-    folders = {os.path.realpath(path): path for path in input_folders if path}
-    written: dict[str, str] = {}
-    for output in (path for path in outputs if path):
-        real = os.path.realpath(output)
-        clash = (
-            files.get(real)
-            or folders.get(real)
-            or next((given for folder, given in folders.items() if real.startswith(folder + os.sep)), None)
-        )
-        clash = clash or next((given for path, given in files.items() if path.startswith(real + os.sep)), None)
-        if clash is not None:
-            raise CommandError(
-                f"{output} would overwrite the input {clash}; choose another output path (nothing was written)"
-            )
-        if real in written:
-            raise CommandError(f"{written[real]} and {output} are the same file; give each output its own path")
-        written[real] = output
-
-
 def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
     """(params of SUITE, EXPERIMENT, METHOD) from a command's positional `cell` arguments; `command` names it in
     the error."""
@@ -135,16 +89,17 @@ def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
 
 def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """--params, --target, --seed: which cell of SUITE EXPERIMENT METHOD (`purpose`: the action they serve)."""
-    parser.add_argument("--params", default="params.yaml", help=f"{purpose}: the params file")
+    parser.add_argument("--params", type=INPUT, default="params.yaml", help=f"{purpose}: the params file")
     parser.add_argument("--target", help=f"{purpose}: the target (default: the experiment's first)")
     parser.add_argument("--seed", type=int, help=f"{purpose}: the seed (default: the experiment's first)")
 
 
 def suite_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    parser.add_argument("--params", type=INPUT, default="params.yaml", help="the params file (default: params.yaml)")
     parser.add_argument(
         "--with",
         dest="with_params",
+        type=INPUT,
         action="append",
         default=[],
         metavar="FILE",

@@ -7,6 +7,7 @@ import json
 import sys
 
 from fdabench.cli.common import json_argument, suite_arguments
+from fdabench.cli.files import OUTPUT
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -83,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_check_method)
 
     p = sub.add_parser("schema", help="print (or write) the JSON schema of params.yaml")
-    p.add_argument("--output", help="write here instead of printing")
+    p.add_argument("--output", type=OUTPUT, help="write here instead of printing")
     p.set_defaults(handler=cmd_schema)
 
     p = sub.add_parser("cells", help="list the cell result paths of the active suite")

@@ -7,7 +7,8 @@ import os
 import sys
 import time
 
-from fdabench.cli.common import CommandError, json_argument, refuse_overwriting_inputs, require_prepared
+from fdabench.cli.common import CommandError, json_argument, require_prepared
+from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -17,7 +18,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
 
-    refuse_overwriting_inputs([args.raw_root], [args.output])  # the output folder is replaced as a whole
     source = get_dataset(args.dataset)
     problems = schema_errors(args.options or {}, object_schema(source.options_schema), prefix=("--options",))
     if problems:
@@ -62,7 +62,6 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_json_atomic
     from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
 
-    refuse_overwriting_inputs([], [args.output], [args.prepared])
     require_prepared(args.prepared)
     PreparedDataset.verify(args.prepared)
     prepared = PreparedDataset.load(args.prepared)
@@ -88,9 +87,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, help="dataset name (params.yaml datasets)")
     p.add_argument("--options", type=json_argument, help="dataset options as JSON (defaults fill the rest)")
     p.add_argument(
-        "--raw-root", help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)"
+        "--raw-root",
+        type=INPUT_FOLDER,
+        help="directory holding the raw datasets it reads (data/raw, or a mirror: same layout)",
     )
-    p.add_argument("--output", required=True, help="the prepared dataset directory")
+    p.add_argument("--output", type=OUTPUT_FOLDER, required=True, help="the prepared dataset directory")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (image decoding and resizing)")
     p.set_defaults(handler=cmd_prepare)
 
@@ -98,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stand-in", help="write a generated stand-in manifest and images for midrc, chexpert or mimic (dry runs)"
     )
     p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"], help="the hospital dataset to stand in for")
-    p.add_argument("--output", required=True, help="directory for manifest.csv and images/")
+    p.add_argument("--output", type=OUTPUT_ROOT, required=True, help="directory for manifest.csv and images/")
     p.add_argument("--per-domain", type=int, default=60, help="images per domain (default 60)")
     p.set_defaults(handler=cmd_stand_in)
 
@@ -108,8 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--raw", required=True, help="raw dataset name (e.g. FashionMNIST, MNIST, CIFAR10, heart_disease, PACS)"
     )
-    p.add_argument("--root", default="data/raw", help="where raw datasets are kept")
-    p.add_argument("--mirror", help="local mirror directory (default: $FDABENCH_DATA_MIRROR)")
+    p.add_argument("--root", type=OUTPUT_ROOT, default="data/raw", help="where raw datasets are kept")
+    p.add_argument("--mirror", type=INPUT_FOLDER, help="local mirror directory (default: $FDABENCH_DATA_MIRROR)")
     p.add_argument(
         "--download", action="store_true", help="download from the canonical source when the mirror lacks it (network)"
     )
@@ -117,10 +118,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_acquire)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
+    p.add_argument(
+        "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+    )
     p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
     p.add_argument("--seed", type=int, required=True, help="the seed of the split")
     p.add_argument("--partitioner", help="partitioner name (default: the dataset's)")
     p.add_argument("--options", type=json_argument, help="partitioner options as JSON (defaults fill the rest)")
-    p.add_argument("--output", required=True, help="the partition JSON (indices and manifest)")
+    p.add_argument("--output", type=OUTPUT, required=True, help="the partition JSON (indices and manifest)")
     p.set_defaults(handler=cmd_partition)

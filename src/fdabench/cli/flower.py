@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from fdabench.cli.common import cell_arguments, suite_cell
+from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_ROOT, PathRole
 
 
 def cmd_flower(args: argparse.Namespace) -> int:
@@ -55,6 +56,11 @@ def cmd_flower(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exported_folder(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
+    """simulate, deploy, app: the folder `flower export` wrote is their input (export's ARGs name a cell)."""
+    return [] if args.action == "export" else [(INPUT_FOLDER, path) for path in args.cell[:1]]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS, DROPOUT_POLICIES
@@ -69,8 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
     )
     cell_arguments(p, "export")
-    p.add_argument("--output", help="export: the folder for the site files; app: the app folder")
-    p.add_argument("--result", help="simulate, deploy, app: the result file the server writes")
+    p.add_argument("--output", type=OUTPUT_ROOT, help="export: the folder for the site files; app: the app folder")
+    p.add_argument("--result", type=OUTPUT, help="simulate, deploy, app: the result file the server writes")
     p.add_argument("--dropout", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT, help="what a missing site does")
     p.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds a site has to answer a message"
@@ -79,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--wait-seconds", type=float, default=DEFAULT_WAIT_SECONDS, help="--dropout wait: how long to keep asking"
     )
     p.add_argument("--threads", type=int, default=1, help="torch threads of the server and of each site")
-    p.add_argument("--work", help="deploy: keep the processes' logs here")
+    p.add_argument("--work", type=OUTPUT_ROOT, help="deploy: keep the processes' logs here")
     p.add_argument(
         "--fault",
         action="append",
@@ -87,4 +93,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulate: a planned fault (drop, nan, shape, drop-eval) to rehearse the dropout policy "
         "(fdabench.flower.faults)",
     )
-    p.set_defaults(handler=cmd_flower)
+    p.set_defaults(handler=cmd_flower, derived_files=_exported_folder)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from fdabench.cli.common import CommandError, refuse_overwriting_inputs, require_json
+from fdabench.cli.common import CommandError, json_argument, require_json
+from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_FOLDER, UPDATED, PathRole
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -23,7 +23,6 @@ def cmd_table(args: argparse.Namespace) -> int:
         validation_notes,
     )
 
-    refuse_overwriting_inputs(args.cells, [args.csv, args.md, args.json, args.html])
     try:
         cells = cells_frame(args.cells, args.metrics, allow_mixed_code=args.allow_mixed_code)
     except MixedCodeError as error:
@@ -52,7 +51,6 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
     from fdabench.core.io import write_json_atomic
 
-    refuse_overwriting_inputs(args.tables, [args.output])
     tables = {
         Path(path).stem: require_json(path, "table", "its table job", kind="fdabench.table")
         for path in sorted(args.tables)
@@ -65,8 +63,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
 
-    refuse_overwriting_inputs(args.cells, [args.output])
-    families = dict(json.loads(args.methods)) if args.methods else None
+    families = dict(args.methods) if args.methods else None
     if args.kind in ("shift", "beta", "alpha"):
         plot_sweep(args.cells, args.output, args.kind, args.title, families)
     elif args.kind == "betas":
@@ -80,7 +77,6 @@ def cmd_cells_table(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
     from fdabench.report.tables import cells_html
 
-    refuse_overwriting_inputs(args.cells, [args.html])
     write_text_atomic(args.html, cells_html(args.cells, args.title))
     return 0
 
@@ -88,7 +84,6 @@ def cmd_cells_table(args: argparse.Namespace) -> int:
 def cmd_plots(args: argparse.Namespace) -> int:
     from fdabench.report.dvc_plots import write_dvc_plots
 
-    refuse_overwriting_inputs(args.cells, [args.rounds, args.betas])  # folders, each replaced as a whole
     rounds, betas = write_dvc_plots(args.cells, args.rounds, args.betas)
     print(f"{rounds} per-round series -> {args.rounds}; {betas} β series -> {args.betas}")
     return 0
@@ -108,7 +103,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CommandError("compare takes cell files with --csv and --md, or --archive ARCHIVE")
     if args.check:
         raise CommandError("--check compares the pages an archive regenerates with the files: give --archive")
-    refuse_overwriting_inputs(args.cells, [args.csv, args.md, args.html, args.summary_csv, args.readme])
     table = report.paper_vs_ours(args.cells)
     ranks = report.average_ranks(report.suite_means(args.cells))
     write_text_atomic(args.csv, report.with_gap_causes(table).to_csv(index=False, float_format="%.4g"))
@@ -136,7 +130,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from fdabench.report import sweep
     from fdabench.report.tables import html_page
 
-    refuse_overwriting_inputs(args.cells, paths.sweep_outputs(args.suite, args.rules))
     try:
         cells = sweep.read_sweep_cells(args.cells)
         if not args.allow_mixed_code:
@@ -203,14 +196,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep_outputs(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
+    """The files `sweep` writes under results/<suite>/."""
+    from fdabench.core import paths
+
+    return [(OUTPUT, path) for path in paths.sweep_outputs(args.suite, args.rules)]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
-    p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--csv", help="write the tidy table (CSV) here")
-    p.add_argument("--md", help="write the paper-layout table (Markdown) here")
-    p.add_argument("--json", help="write the metrics (JSON, for dvc metrics) here")
-    p.add_argument("--html", help="the Markdown table as an HTML page (what the Snakemake report shows)")
+    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    p.add_argument("--csv", type=OUTPUT, help="write the tidy table (CSV) here")
+    p.add_argument("--md", type=OUTPUT, help="write the paper-layout table (Markdown) here")
+    p.add_argument("--json", type=OUTPUT, help="write the metrics (JSON, for dvc metrics) here")
+    p.add_argument("--html", type=OUTPUT, help="the Markdown table as an HTML page (what the Snakemake report shows)")
     p.add_argument("--title", help="title shown above the output")
     p.add_argument(
         "--metrics", nargs="+", help="metrics from each cell's finals (default: its primary metric), e.g. accuracy auc"
@@ -230,36 +230,45 @@ def register(sub: argparse._SubParsersAction) -> None:
         "target with its seeds and the published value (a table at a glance); betas: auto-weighting β per source "
         "and round; shift: final metric vs the level in the target name; beta (alpha): final metric vs β (α)",
     )
-    p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.add_argument("--title", help="title shown above the output")
     p.add_argument(
         "--methods",
+        type=json_argument,
         help="JSON list of [method, family] pairs, the whole suite's methods in table order: fixes each method's "
         "colour, so it is the same in every figure (default: the given cells' methods)",
     )
     p.set_defaults(handler=cmd_figure)
 
     p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
-    p.add_argument("tables", nargs="*", help="table JSON files (fdabench table --json)")
-    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("tables", type=INPUT, nargs="*", help="table JSON files (fdabench table --json)")
+    p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.set_defaults(handler=cmd_metrics)
 
     p = sub.add_parser(
         "cells-table", help="every cell with its final metric, device, seconds, code and settings (HTML)"
     )
-    p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--html", required=True, help="the HTML page to write")
+    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    p.add_argument("--html", type=OUTPUT, required=True, help="the HTML page to write")
     p.add_argument("--title", help="title shown above the output")
     p.set_defaults(handler=cmd_cells_table)
 
     p = sub.add_parser(
         "plots", help="the per-round series `dvc plots` draws: one CSV per experiment and method (β: per source)"
     )
-    p.add_argument("cells", nargs="+", help="cell result files")
-    p.add_argument("--rounds", required=True, help="folder for rounds/<experiment>/<method>.csv (replaced as a whole)")
+    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
     p.add_argument(
-        "--betas", required=True, help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)"
+        "--rounds",
+        type=OUTPUT_FOLDER,
+        required=True,
+        help="folder for rounds/<experiment>/<method>.csv (replaced as a whole)",
+    )
+    p.add_argument(
+        "--betas",
+        type=OUTPUT_FOLDER,
+        required=True,
+        help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)",
     )
     p.set_defaults(handler=cmd_plots)
 
@@ -268,7 +277,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a sweep's cells read with each selection rule: results/<suite>/sweep_<rule>.{csv,md,html}, paired tests, "
         "average ranks and a critical-difference diagram, and every rule side by side (sweep_rules.*)",
     )
-    p.add_argument("cells", nargs="+", help="the sweep's cell result files (every draw, trial and fold)")
+    p.add_argument("cells", type=INPUT, nargs="+", help="the sweep's cell result files (every draw, trial and fold)")
     p.add_argument("--suite", required=True, help="the suite: outputs go to results/<suite>/")
     p.add_argument(
         "--rules",
@@ -281,12 +290,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--early-stopping", action="store_true", help="rules also pick the round by validation")
     p.add_argument("--title", help="title shown above the output")
     p.add_argument("--allow-mixed-code", action="store_true", help="read cells that ran with different code")
-    p.set_defaults(handler=cmd_sweep)
+    p.set_defaults(handler=cmd_sweep, derived_files=_sweep_outputs)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
-    p.add_argument("cells", nargs="*", help="cell result files (or --archive)")
+    p.add_argument("cells", type=INPUT, nargs="*", help="cell result files (or --archive)")
     p.add_argument(
         "--archive",
+        type=INPUT,
         help="read the cells' records in this reproduction archive instead of cell files (docs/reproduction.md), "
         "nothing trained; without --csv and --md, write the archive's committed pages: paper_vs_ours.{csv,md,html} "
         "beside it, the summary <archive folder>.csv and the README's status block when it names the suite",
@@ -297,12 +307,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --archive: write nothing; exit with status 1 unless every output equals what the archive "
         "regenerates (CI's check of the committed pages)",
     )
-    p.add_argument("--csv", help="the CSV table to write")
-    p.add_argument("--md", help="the Markdown table to write")
-    p.add_argument("--html", help="also as an HTML page (what the Snakemake report shows)")
+    p.add_argument("--csv", type=OUTPUT, help="the CSV table to write")
+    p.add_argument("--md", type=OUTPUT, help="the Markdown table to write")
+    p.add_argument("--html", type=OUTPUT, help="also as an HTML page (what the Snakemake report shows)")
     p.add_argument(
-        "--summary-csv", help="also the per-table summary (rows matched, on which settings, within 3 points)"
+        "--summary-csv",
+        type=OUTPUT,
+        help="also the per-table summary (rows matched, on which settings, within 3 points)",
     )
-    p.add_argument("--readme", help="rewrite the reproduction-status block of this README from the summary")
+    p.add_argument(
+        "--readme", type=UPDATED, help="rewrite the reproduction-status block of this README from the summary"
+    )
     p.add_argument("--suite", help="the suite the cells belong to (named in the README block)")
     p.set_defaults(handler=cmd_compare)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from fdabench.cli.common import json_argument, refuse_overwriting_inputs, require_json, require_prepared
+from fdabench.cli.common import json_argument, require_json, require_prepared
+from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
@@ -13,7 +14,6 @@ def cmd_theory_init(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_json_atomic
     from fdabench.theory.init import run_theory_init
 
-    refuse_overwriting_inputs([args.partition], [args.output], [args.prepared])
     require_prepared(args.prepared)
     require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
     try:
@@ -33,7 +33,6 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
     from fdabench.theory.report import plot_theory, theory_frame, theory_markdown
 
-    refuse_overwriting_inputs([*args.initial, *args.cells], [args.csv, args.md, args.png])
     initial = [require_json(p, "theory init", "its theory_init job", kind="fdabench.theory_init") for p in args.initial]
     frame = theory_frame(initial, list(read_cells(args.cells).values()), args.roles)
     write_text_atomic(args.csv, frame.to_csv(index=False, float_format="%.6g"))
@@ -56,16 +55,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cell", type=json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
     )
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
-    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
+    p.add_argument(
+        "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+    )
+    p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
     p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
-    p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`")
-    p.add_argument("--cells", nargs="+", required=True, help="cell files of the rules")
+    p.add_argument("--initial", type=INPUT, nargs="+", required=True, help="files written by `theory init`")
+    p.add_argument("--cells", type=INPUT, nargs="+", required=True, help="cell files of the rules")
     p.add_argument(
         "--roles",
         type=json_argument,
@@ -73,8 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help='JSON {"fedda": "<method>", ...} for the roles '
         "target_only, source_only, fedda, fedgp, fedda_auto, fedgp_auto",
     )
-    p.add_argument("--csv", required=True, help="the CSV table to write")
-    p.add_argument("--md", required=True, help="the Markdown table to write")
-    p.add_argument("--png", required=True, help="the heatmap figure to write (PNG)")
+    p.add_argument("--csv", type=OUTPUT, required=True, help="the CSV table to write")
+    p.add_argument("--md", type=OUTPUT, required=True, help="the Markdown table to write")
+    p.add_argument("--png", type=OUTPUT, required=True, help="the heatmap figure to write (PNG)")
     p.add_argument("--title", help="title shown above the output")
     p.set_defaults(handler=cmd_theory_report)

@@ -6,14 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from fdabench.cli.common import (
-    CommandError,
-    json_argument,
-    refuse_overwriting_inputs,
-    require_json,
-    require_prepared,
-    require_writable,
-)
+from fdabench.cli.common import CommandError, json_argument, require_json, require_prepared
+from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT, PathRole
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -37,7 +31,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, as the train rule does "
             "(`snakemake <cell path>` runs one cell)"
         )
-    refuse_overwriting_inputs([args.partition], [args.output, str(checkpoint_path(args.output))], [args.prepared])
     require_prepared(args.prepared)
     require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
     if args.device is not None:
@@ -51,7 +44,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         pin(args.pin_gpu)  # before anything starts CUDA
     except ValueError as error:
         raise SystemExit(f"fdabench: {error}") from None
-    require_writable(args.output)
     checkpoint = checkpoint_path(args.output)
     try:
         with _RoundProgress(label) as on_round:
@@ -131,6 +123,13 @@ class _RoundProgress:
         return False
 
 
+def _checkpoint(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
+    """The checkpoint `train --checkpoint-every` writes beside the output."""
+    from fdabench.federation.checkpoint import checkpoint_path
+
+    return [(OUTPUT, str(checkpoint_path(args.output)))]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("train", help="run one cell and write its result JSON")
@@ -141,9 +140,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the cell's code fingerprint as the train rule worked it out (JSON: fingerprint, modules); default: "
         "computed here",
     )
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
-    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
-    p.add_argument("--output", required=True, help="the file to write")
+    p.add_argument(
+        "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+    )
+    p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)")
+    p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument(
         "--device",
@@ -164,7 +165,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="INDEX",
         help="run on this GPU only (CUDA_VISIBLE_DEVICES=INDEX; params.yaml gpus), or none (default)",
     )
-    p.set_defaults(handler=cmd_train)
+    p.set_defaults(handler=cmd_train, derived_files=_checkpoint)
 
     p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.jobs.forkserver)
     p.add_argument("socket", help="the Unix socket to serve on")

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fdabench.core.io import atomic_path
+from fdabench.core.staging import atomic_folder
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import IMAGE_SUFFIXES, raw_dir
 
@@ -403,7 +405,8 @@ def write_stand_in(dataset: str, directory: str | Path, per_domain: int = 60, se
     """A generated stand-in for a manifest dataset: `per_domain` small PNGs per default domain under
     `directory/images/<domain>/` and `directory/manifest.csv` in the dataset's manifest format (columns
     path, the domain column, label, and every default auxiliary column with values from its declared list).
-    Labels follow a brightness cue, so a dry run can learn something. Returns the manifest path."""
+    Labels follow a brightness cue, so a dry run can learn something. images/ is replaced as a whole, then the
+    manifest, each atomically. Returns the manifest path."""
     import pandas as pd
     from PIL import Image
 
@@ -414,19 +417,21 @@ def write_stand_in(dataset: str, directory: str | Path, per_domain: int = 60, se
     rng = np.random.default_rng(seed)
     root = Path(directory)
     rows = []
-    for domain_index, domain in enumerate(options["domains"]):
-        (root / "images" / domain).mkdir(parents=True, exist_ok=True)
-        for k in range(per_domain):
-            label = int(rng.integers(options["num_classes"]))
-            level = 60 + 100 * label + 10 * domain_index
-            pixels = np.clip(rng.normal(level, 30, size=(16, 16)), 0, 255).astype(np.uint8)
-            relative = f"{domain}/{k:04d}.png"
-            Image.fromarray(pixels).save(root / "images" / relative)  # 2-D uint8: grey scale
-            row = {"path": relative, options["domain_column"]: domain, options["label_column"]: label}
-            for name in options["auxiliary"]:
-                allowed = options["auxiliary_values"][name]
-                row[name] = allowed[int(rng.integers(len(allowed)))]
-            rows.append(row)
+    with atomic_folder(root / "images") as images:
+        for domain_index, domain in enumerate(options["domains"]):
+            (images / domain).mkdir(parents=True, exist_ok=True)
+            for k in range(per_domain):
+                label = int(rng.integers(options["num_classes"]))
+                level = 60 + 100 * label + 10 * domain_index
+                pixels = np.clip(rng.normal(level, 30, size=(16, 16)), 0, 255).astype(np.uint8)
+                relative = f"{domain}/{k:04d}.png"
+                Image.fromarray(pixels).save(images / relative)  # 2-D uint8: grey scale
+                row = {"path": relative, options["domain_column"]: domain, options["label_column"]: label}
+                for name in options["auxiliary"]:
+                    allowed = options["auxiliary_values"][name]
+                    row[name] = allowed[int(rng.integers(len(allowed)))]
+                rows.append(row)
     manifest = root / "manifest.csv"
-    pd.DataFrame(rows).to_csv(manifest, index=False)
+    with atomic_path(manifest) as partial:
+        pd.DataFrame(rows).to_csv(partial, index=False)
     return manifest

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from fdabench.core.io import read_json
+from fdabench.core.io import read_json, write_text_atomic
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.simulation import QUIET, run_options, site_files
 
@@ -34,7 +34,8 @@ def write_app(folder: str | os.PathLike, options: dict[str, Any] | None = None) 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = "\n".join(f"{key} = {json.dumps(value)}" for key, value in sorted((options or {}).items()))
-    (folder / "pyproject.toml").write_text(
+    write_text_atomic(
+        folder / "pyproject.toml",
         f"""[build-system]
 requires = ["hatchling"]
 build-backend = "hatchling.build"
@@ -56,7 +57,6 @@ clientapp = "fdabench.flower.apps:client_app"
 [tool.flwr.app.config]
 {config}
 """,
-        encoding="utf-8",
     )
     return folder
 
@@ -137,10 +137,10 @@ class LocalDeployment:
                 ],
             )
         (Path(self.env["FLWR_HOME"])).mkdir(parents=True, exist_ok=True)
-        (Path(self.env["FLWR_HOME"]) / "config.toml").write_text(
+        write_text_atomic(
+            Path(self.env["FLWR_HOME"]) / "config.toml",
             f'[superlink]\ndefault = "local"\n\n[superlink.local]\naddress = "127.0.0.1:{self.link_port}"\n'
             "insecure = true\n",
-            encoding="utf-8",
         )
 
     def stop_site(self, site: str) -> None:

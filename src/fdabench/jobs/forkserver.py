@@ -108,9 +108,9 @@ def _plugin_files(directory: Path) -> list[Path]:
         from fdabench.core.plugins import plugin_source_roots
 
         roots = plugin_source_roots()
-        temporary = cache.with_name(f"{cache.name}.{os.getpid()}")
-        temporary.write_text(json.dumps([str(root) for root in roots]), encoding="utf-8")
-        os.replace(temporary, cache)
+        from fdabench.core.io import write_text_atomic
+
+        write_text_atomic(cache, json.dumps([str(root) for root in roots]))
     # as fdabench.core.plugins.source_files, without importing it (it imports importlib.metadata)
     return sorted({path for root in roots for path in ([root] if root.suffix == ".py" else root.rglob("*.py"))})
 

@@ -22,7 +22,7 @@ from typing import Any
 from fdabench.cell.digest import UNSEALED, EditedError, verify
 from fdabench.cell.result import FORMAT
 from fdabench.core.device_identity import changed_settings
-from fdabench.core.io import read_json
+from fdabench.core.io import read_json, write_text_atomic
 
 
 def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]]) -> tuple[str, str]:
@@ -76,8 +76,7 @@ def heal_cell(
     moved = move_aside(result, path) if result.is_dir() and not result.is_symlink() else None
     state, reason = recorded_state(result, config, code) if result.is_file() else ("missing", "")
     if state in ("stale", "edited", "missing"):
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"{time.time_ns()} {reason or state}\n", encoding="utf-8")  # new content: a new input
+        write_text_atomic(marker, f"{time.time_ns()} {reason or state}\n")  # new content: a new input
         if state == "missing":
             return moved
         return f"{path or result}: reruns ({reason}); the file stays until the new one is complete"

@@ -9,12 +9,12 @@ small CSV, and `dvc plots diff` overlays the same series of two revisions or exp
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
+from fdabench.core.staging import atomic_folder
 from fdabench.report.figures import betas_frame, rounds_frame
 
 ROUNDS_COLUMNS = ["round", "target_test_metric"]
@@ -44,17 +44,12 @@ def betas_series(paths: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
 def write_series(folder: str | Path, series: dict[str, list[tuple[int, float]]], columns: list[str]) -> None:
     """One CSV per series under `folder`, replacing the folder as a whole: the new files are written beside it
     and moved in at the end, so an interrupted write leaves the previous folder (or none), never a mixture."""
-    folder = Path(folder)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for name, rows in series.items():
-        path = partial / f"{name}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [",".join(columns)] + [f"{round_},{value:.6g}" for round_, value in sorted(rows)]
-        path.write_text("\n".join(lines) + "\n")
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    with atomic_folder(folder) as partial:
+        for name, rows in series.items():
+            path = partial / f"{name}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines = [",".join(columns)] + [f"{round_},{value:.6g}" for round_, value in sorted(rows)]
+            path.write_text("\n".join(lines) + "\n")
 
 
 def write_dvc_plots(paths: Iterable[str], rounds: str | Path, betas: str | Path) -> tuple[int, int]:

@@ -1,0 +1,115 @@
+"""The running command's inputs, guarded against every write of its process: within `protecting_inputs`, a Python
+audit hook (PEP 578) refuses each file operation that would write, replace, move, truncate or delete one of them or
+anything inside an input folder, whoever makes it (fdabench's atomic writer, pandas, matplotlib, Flower's apps in
+this process). The inputs travel in the environment, so an `fdabench` process the command starts guards them too."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: the inputs of the running command, as JSON (a list of `_entry`)
+PROTECTED_INPUTS_VARIABLE = "FDABENCH_PROTECTED_INPUTS"
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+# audit event -> the positions of the paths it changes (os.rename covers os.replace and shutil.move)
+_CHANGED_PATHS = {
+    "os.rename": (0, 1),
+    "os.link": (1,),
+    "os.symlink": (1,),
+    "os.truncate": (0,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "shutil.rmtree": (0,),
+}
+_installed = False
+
+
+class OutputPathError(ValueError):
+    """An output path a command must not or cannot write: one of its inputs (or a link to one), inside an input
+    folder, a folder replaced as a whole that holds an input, another output's path, or a directory."""
+
+
+@contextmanager
+def protecting_inputs(files: Iterable[str], folders: Iterable[str] = ()) -> Iterator[None]:
+    """Within the block (and in the `fdabench` processes started in it) refuse every write over one of `files`
+    (after `os.path.realpath`: links, `..`, relative spellings; or the same inode) and every write inside one of
+    `folders`, with OutputPathError."""
+    global _installed
+    previous = os.environ.get(PROTECTED_INPUTS_VARIABLE)
+    entries = _protected() + [_entry(path, False) for path in files] + [_entry(path, True) for path in folders]
+    os.environ[PROTECTED_INPUTS_VARIABLE] = json.dumps(entries)
+    if not _installed:
+        sys.addaudithook(_refuse_writes_over_inputs)  # for the life of the process; idle outside the block
+        _installed = True
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(PROTECTED_INPUTS_VARIABLE, None)
+        else:
+            os.environ[PROTECTED_INPUTS_VARIABLE] = previous
+
+
+def refuse_overwriting_inputs(path: str | os.PathLike, replaces_folder: bool = False) -> None:
+    """Raise OutputPathError if writing `path` would overwrite an input of the running command; `replaces_folder`:
+    `path` is a folder replaced (or deleted) as a whole, so no input may lie in it."""
+    real = os.path.realpath(path)
+    inode = _inode(path)
+    for entry in _protected():
+        inside = entry["folder"] and _under(real, entry["real"])
+        holds = replaces_folder and _under(entry["real"], real)
+        if real == entry["real"] or inside or holds or (inode is not None and inode == entry["inode"]):
+            raise OutputPathError(
+                f"{_final(path)} would overwrite the input {entry['given']}; choose another output path (nothing was "
+                "written)"
+            )
+
+
+def _refuse_writes_over_inputs(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open":
+        path, flags = args[0], args[2]
+        if not (isinstance(flags, int) and flags & _WRITE_FLAGS):
+            return
+        paths: tuple[Any, ...] = (path,)
+    elif event in _CHANGED_PATHS:
+        paths = tuple(args[index] for index in _CHANGED_PATHS[event])
+    else:
+        return
+    if PROTECTED_INPUTS_VARIABLE not in os.environ:
+        return
+    for path in paths:
+        if isinstance(path, (str, bytes, os.PathLike)) and "__pycache__" not in os.fsdecode(path):
+            refuse_overwriting_inputs(os.fsdecode(path), replaces_folder=event == "shutil.rmtree")
+
+
+def _final(path: str | os.PathLike) -> str:
+    """The path a writer's temporary file stands for (`.name.<random>.partial` beside it: `fdabench.core.io`)."""
+    found = re.fullmatch(r"\.(.+)\.[^.]+\.partial", os.path.basename(path))
+    return os.path.join(os.path.dirname(path), found.group(1)) if found else str(path)
+
+
+def _entry(path: str, folder: bool) -> dict[str, Any]:
+    return {"given": str(path), "real": os.path.realpath(path), "folder": folder, "inode": _inode(path)}
+
+
+def _inode(path: str | os.PathLike) -> list[int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [info.st_dev, info.st_ino]
+
+
+def _protected() -> list[dict[str, Any]]:
+    text = os.environ.get(PROTECTED_INPUTS_VARIABLE)
+    return json.loads(text) if text else []
+
+
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
