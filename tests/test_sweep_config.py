@@ -299,3 +299,18 @@ def test_contradictory_client_splits_are_refused_before_any_job(partition, messa
     raw["suites"]["s"]["experiments"]["colored_digits"]["partition"].update(partition)
     with pytest.raises(ParamsError, match=message):
         validate_params(raw)
+
+
+def test_the_sources_sweep_gives_every_target_several_source_domains_over_several_clients(repo_root, rotated_digits):
+    from fdabench.config import load_params
+    from fdabench.data import get_partitioner
+
+    p = load_params(repo_root / "params.yaml", suite="sweep_sources")
+    assert p.sweep() is not None and p.sweep()["draw_scope"] == "trial"
+    (experiment,) = p.experiment_names()
+    partitioner = get_partitioner(p.partitioner(experiment))
+    for target in p.targets(experiment):
+        partition = partitioner.split(rotated_digits, target, 0, p.partition_options(experiment))
+        domains = {client.domain for client in partition.sources}
+        assert target not in domains and len(domains) >= 3  # a median of the source updates is not their mean
+        assert len(partition.sources) == 2 * len(domains)
