@@ -230,7 +230,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     write_text_atomic(
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="csv"), tidy.to_csv(index=False, float_format="%.6g")
     )
-    markdown = sweep.summary_markdown(tidy, title, higher)
+    search_note = sweep.search_note(frame)
+    markdown = sweep.summary_markdown(tidy, title, higher, search_note)
     write_text_atomic(paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="md"), markdown)
     pivot = tidy.assign(value=[sweep.format_interval(r.mean, r.ci_low, r.ci_high, r.metric) for r in tidy.itertuples()])
     pivot = pivot.pivot_table(
@@ -240,7 +241,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="html"),
         html_page(
             [(pivot[list(args.rules)], f"{title}: every selection rule (Avg over targets)", True)],
-            ["oracle: " + "an upper bound, selected on the test split; never a result."],
+            ["oracle: " + "an upper bound, selected on the test split; never a result.", search_note],
         ),
     )
     return 0

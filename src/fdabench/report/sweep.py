@@ -579,8 +579,9 @@ def winners(tidy: pd.DataFrame, higher_is_better: bool) -> dict[tuple[str, str],
     return best
 
 
-def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool) -> str:
-    """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound."""
+def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, search: str = "") -> str:
+    """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound; `search`:
+    which search ran (`search_note`)."""
     lines = [f"### {title} — every selection rule (Avg over targets)", ""]
     best = winners(tidy, higher_is_better)
     for experiment, part in tidy.groupby("experiment", sort=False):
@@ -608,7 +609,7 @@ def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool) -> 
         lines.append("")
     lines.append(
         "Bold: the best mean under that rule. oracle: selected on the target's test split, an upper bound, "
-        "never a result."
+        "never a result." + (f" {search}" if search else "")
     )
     return "\n".join(lines) + "\n"
 
