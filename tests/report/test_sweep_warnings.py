@@ -14,6 +14,9 @@ def test_few_draws_are_named_with_how_often_the_winner_changes():
     share = bootstrap.wins.set_index("method")["win_share"]
     assert f"n in {100 * share['n']:.0f}% of the resamples, m in {100 * share['m']:.0f}%" in line
     assert 0 < share["n"] < 1
+    selected = sweep.select(frame, "target_val")
+    assert sweep_warnings.sweep_warnings(frame, selected, "target_val", bootstrap, 1) == [line]
+    assert sweep_warnings.sweep_warnings(frame, selected, "last", None, 1) == []  # last selects nothing
     many = [cell("m", "a", 0, d, 0.5, 0.5, 0.5) for d in range(sweep_search.FEW_DRAWS)]
     assert sweep_warnings.few_draws(sweep.sweep_frame(many, "target_val"), None) == []
 

@@ -26,11 +26,15 @@ def few_draws(frame: pd.DataFrame, bootstrap: SearchBootstrap | None) -> list[st
     lines = []
     for experiment, wins in bootstrap.wins.groupby("experiment", sort=False):
         wins = wins.sort_values("win_share", ascending=False)
-        shares = [f"{r.method} in {100 * r.win_share:.0f}%" for r in wins.itertuples() if r.win_share > 0]
+        shares = [f"{r.method} in {_percent(r.win_share)}" for r in wins.itertuples() if r.win_share > 0]
         shares[0] += " of the resamples"
         where = f" ({experiment})" if bootstrap.wins["experiment"].nunique() > 1 else ""
         lines.append(f"{line}{where}: resampling the draws, the best Avg goes to {', '.join(shares)}.")
     return lines
+
+
+def _percent(share: float) -> str:
+    return "<1%" if share < 0.005 else f"{100 * share:.0f}%"
 
 
 def identical_selections(selected: pd.DataFrame) -> list[str]:
@@ -76,9 +80,9 @@ def sweep_warnings(
     bootstrap: SearchBootstrap | None,
     min_validation: int,
 ) -> list[str]:
-    """Every warning of one rule's table."""
+    """Every warning of one rule's table (`last` selects nothing, so its draws cannot be too few)."""
     return [
-        *few_draws(frame, bootstrap),
+        *([] if rule == "last" else few_draws(frame, bootstrap)),
         *identical_selections(selected),
         *small_validation(frame, rule, min_validation),
     ]
