@@ -70,3 +70,23 @@ def test_the_oracle_resamples_by_test_and_the_numbers_repeat():
     first = sweep_search.search_bootstrap(frame, "oracle")
     assert first.intervals["search_high"].max() == pytest.approx(0.8)  # the oracle picks the best test value
     assert first.intervals.equals(sweep_search.search_bootstrap(frame, "oracle").intervals)
+
+
+def test_the_numbers_do_not_depend_on_the_order_of_the_cells():
+    cells = [
+        cell(m, t, k, d, 0.1 * d + 0.05 * k + (m == "n") * 0.02, 0.5, (d * 7 + k * 3) % 5 / 5)
+        for m in ("m", "n")
+        for t in "ab"
+        for k in range(2)
+        for d in range(3)
+    ]
+    forward = sweep_search.search_bootstrap(sweep.sweep_frame(cells, "target_val"), "target_val", resamples=300)
+    backward = sweep_search.search_bootstrap(sweep.sweep_frame(cells[::-1], "target_val"), "target_val", resamples=300)
+    key = ["method", "target"]
+    forward_intervals = forward.intervals.sort_values(key).reset_index(drop=True)
+    assert forward_intervals.equals(backward.intervals.sort_values(key).reset_index(drop=True))
+    assert (
+        forward.wins.sort_values("method")
+        .reset_index(drop=True)
+        .equals(backward.wins.sort_values("method").reset_index(drop=True))
+    )

@@ -45,9 +45,8 @@ def best_draw_test(validation: np.ndarray, test: np.ndarray, higher_is_better: b
 def search_bootstrap(frame: pd.DataFrame, rule: str, resamples: int = RESAMPLES, seed: int = SEED) -> SearchBootstrap:
     """The bootstrap over draws of a rule's table (`frame`: `fdabench.report.sweep.sweep_frame` for `rule`)."""
     groups = []  # (experiment, method, target, trial, validation, test) in draw order
-    for (experiment, method, target, trial), group in frame.groupby(
-        ["experiment", "method", "target", "trial"], sort=False
-    ):
+    # in key order, whatever the order of the cells: the resamples each group receives, so the numbers, depend on it
+    for (experiment, method, target, trial), group in frame.groupby(["experiment", "method", "target", "trial"]):
         group = group.sort_values("draw")
         criterion = group["test"] if rule == ORACLE else group["validation"]
         groups.append((experiment, method, target, trial, criterion.to_numpy(float), group["test"].to_numpy(float)))
