@@ -230,3 +230,12 @@ def test_the_bayesian_comparison_is_baycomps_signed_rank_test_with_the_rope_in_p
     lower = _blocked(values).assign(higher_is_better=False, metric="mse")
     flipped = sweep.bayesian_tests(lower, "ref", rope=0.001).set_index("method")
     assert flipped.loc["ahead", "p_worse"] > 0.9
+
+
+def test_a_negative_rope_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "cells" / "a.json"
+    write_json_atomic(path, cell("m", "a", 0, 0, 0.5, 0.5, 0.5))
+    assert main(["sweep", str(path), "--suite", "s", "--rope", "-1"]) == 2
+    assert "--rope must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
