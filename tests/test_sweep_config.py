@@ -1,6 +1,6 @@
-"""Search spaces and a sweep's cells: draws are pure functions of (experiment, method, draw, setting), draw 0 is
-the configured setting, adding draws or trials adds cells and changes none, and a sweep's settings are checked
-before any job."""
+"""Search spaces and a sweep's cells: draws are pure functions of (experiment, method, draw, trial, setting) (or,
+shared, of (experiment, method, draw, setting)), draw 0 is the configured setting, adding draws or trials adds
+cells and changes none, and a sweep's settings are checked before any job."""
 
 import copy
 
@@ -144,9 +144,45 @@ def test_a_sweep_expands_into_one_cell_per_draw_and_draw_0_is_the_configured_set
     assert drawn["hparams"]["beta"] == drawn["sweep"]["values"]["hparams.beta"] != 0.25
     assert drawn["train"]["target_lr"] == drawn["sweep"]["values"]["train.target_lr"]
     assert drawn["validation"] == {"target_holdout": 8}
-    # trials share a draw: the same setting for every seed and target
-    other = swept.cell("colored_digits", "fedgp_half.draw2", "+90", 0).config
-    assert other["sweep"]["values"] == drawn["sweep"]["values"]
+    # a trial's draw is the same for every target; another trial draws its own (trial-level search, the default)
+    assert swept.cell("colored_digits", "fedgp_half.draw2", "+90", 1).config["sweep"] == drawn["sweep"]
+    assert drawn["sweep"]["scope"] == "trial"
+    other_trial = swept.cell("colored_digits", "fedgp_half.draw2", "-90", 0).config["sweep"]["values"]
+    assert set(other_trial) == set(drawn["sweep"]["values"]) and other_trial != drawn["sweep"]["values"]
+
+
+def test_each_trial_draws_its_own_settings_reproducibly():
+    first, again = params(), params(seeds=[1, 0])
+
+    def values(p, method, k, target, seed):
+        return p.cell("colored_digits", f"{method}.draw{k}", target, seed).config["sweep"]["values"]
+
+    for method in ("fedgp_half", "ditto"):
+        per_trial = [[values(first, method, k, "-90", seed) for k in (1, 2, 3)] for seed in (0, 1)]
+        assert per_trial[0] != per_trial[1]
+        for seed in (0, 1):
+            for k in (1, 2, 3):
+                assert values(again, method, k, "+90", seed) == per_trial[seed][k - 1]
+                for setting, value in per_trial[seed][k - 1].items():  # each setting its own stream: all differ
+                    assert per_trial[1 - seed][k - 1][setting] != value
+
+
+def test_shared_draws_reproduce_the_draws_every_trial_shared_before_trials_drew_their_own():
+    shared = params(sweep={"draws": 4, "train": ["target_lr"], "draw_scope": "shared"})
+    # the values and sweep blocks these cells had when every trial shared its draws (recorded from that code)
+    recorded = {
+        "fedgp_half.draw1": {"hparams.beta": 0.1529, "train.target_lr": 0.01468},
+        "fedgp_half.draw3": {"hparams.beta": 0.4104, "train.target_lr": 0.06899},
+        "ditto.draw2": {"hparams.penalty": 6.436, "train.target_lr": 0.0005877},
+    }
+    for name, values in recorded.items():
+        method, draw = name.split(".draw")
+        for target, seed in (("-90", 0), ("+90", 1)):
+            config = shared.cell("colored_digits", name, target, seed).config
+            assert config["sweep"] == {"method": method, "draw": int(draw), "values": values}
+    drawn = {"hparams.beta": {"uniform": [0.0, 1.0]}, "train.local_epochs": {"int": [1, 5]}}
+    assert search.random_draw("colored_digits", "fedda", 7, drawn) == {"hparams.beta": 0.6177, "train.local_epochs": 4}
+    assert search.draw_seed("colored_digits", "fedda", 3, "hparams.beta") == 8389229683923940903
 
 
 def test_adding_a_draw_or_a_trial_adds_cells_and_changes_none():
@@ -263,3 +299,18 @@ def test_contradictory_client_splits_are_refused_before_any_job(partition, messa
     raw["suites"]["s"]["experiments"]["colored_digits"]["partition"].update(partition)
     with pytest.raises(ParamsError, match=message):
         validate_params(raw)
+
+
+def test_the_sources_sweep_gives_every_target_several_source_domains_over_several_clients(repo_root, rotated_digits):
+    from fdabench.config import load_params
+    from fdabench.data import get_partitioner
+
+    p = load_params(repo_root / "params.yaml", suite="sweep_sources")
+    assert p.sweep() is not None and p.sweep()["draw_scope"] == "trial"
+    (experiment,) = p.experiment_names()
+    partitioner = get_partitioner(p.partitioner(experiment))
+    for target in p.targets(experiment):
+        partition = partitioner.split(rotated_digits, target, 0, p.partition_options(experiment))
+        domains = {client.domain for client in partition.sources}
+        assert target not in domains and len(domains) >= 3  # a median of the source updates is not their mean
+        assert len(partition.sources) == 2 * len(domains)

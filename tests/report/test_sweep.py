@@ -210,3 +210,32 @@ def test_the_command_refuses_to_overwrite_a_cell(tmp_path, monkeypatch, capsys):
     assert main(["sweep", str(clash), "--suite", "s"]) == 2
     assert "would overwrite the input" in capsys.readouterr().err
     assert clash.read_bytes() == before
+
+
+def test_the_bayesian_comparison_is_baycomps_signed_rank_test_with_the_rope_in_points():
+    import baycomp
+
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.5, 0.7, 9)
+    values = {"ref": base.tolist(), "close": (base + rng.normal(0, 0.002, 9)).tolist(), "ahead": (base + 0.04).tolist()}
+    tests = sweep.bayesian_tests(_blocked(values), "ref", rope=1.0).set_index("method")
+    for method in ("close", "ahead"):
+        worse, equivalent, better = baycomp.SignedRankTest.probs(
+            np.array(values["ref"]), np.array(values[method]), 0.01, nsamples=sweep.BAYES_SAMPLES, random_state=0
+        )
+        row = tests.loc[method]
+        assert (row.p_better, row.p_equivalent, row.p_worse) == pytest.approx((better, equivalent, worse))
+    assert tests.loc["close", "p_equivalent"] > 0.9 and tests.loc["ahead", "p_better"] > 0.9
+    # lower is better (mse): a method with the smaller error is the better one
+    lower = _blocked(values).assign(higher_is_better=False, metric="mse")
+    flipped = sweep.bayesian_tests(lower, "ref", rope=0.001).set_index("method")
+    assert flipped.loc["ahead", "p_worse"] > 0.9
+
+
+def test_a_negative_rope_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "cells" / "a.json"
+    write_json_atomic(path, cell("m", "a", 0, 0, 0.5, 0.5, 0.5))
+    assert main(["sweep", str(path), "--suite", "s", "--rope", "-1"]) == 2
+    assert "--rope must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()

@@ -246,8 +246,8 @@ rule paper_vs_ours:
         "fdabench compare {input.cells:q} --csv {output.csv:q} --md {output.md:q} --html {output.html:q} > {log:q} 2>&1"
 
 
-# A sweep read with each selection rule (fdabench.report.sweep): tables with 95% intervals, paired tests, average
-# ranks and critical-difference diagrams, and every rule side by side; from the sweep's cells alone.
+# A sweep read with each selection rule (fdabench.report.sweep): tables with both intervals, chosen settings, warnings,
+# paired and Bayesian tests, average ranks and diagrams, and every rule side by side; from the sweep's cells alone.
 if PARAMS.sweep():
 
     rule sweep:
@@ -264,13 +264,16 @@ if PARAMS.sweep():
             rules=shlex.join(PARAMS.sweep()["rules"]),
             reference=quoted_option("--reference", PARAMS.sweep().get("reference")),
             early_stopping="--early-stopping" if PARAMS.sweep()["early_stopping"] else "",
+            suite=SUITE,
+            rope=PARAMS.sweep()["rope"],
+            min_validation=PARAMS.sweep()["min_validation"],
         log:
             paths.fill(log("sweep"), suite=SUITE),
         conda:
             "../envs/fdabench.yaml"
         shell:
-            "fdabench sweep {input.cells:q} --suite {SUITE:q} --rules {params.rules} {params.reference} "
-            "{params.early_stopping} > {log:q} 2>&1"
+            "fdabench sweep {input.cells:q} --suite {params.suite:q} --rules {params.rules} {params.reference} "
+            "{params.early_stopping} --rope {params.rope} --min-validation {params.min_validation} > {log:q} 2>&1"
 
 
 wildcard_constraints:

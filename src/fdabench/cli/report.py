@@ -124,12 +124,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import os
 
     from fdabench.cell.result import IncompleteCellError, MixedCodeError, check_same_code
+    from fdabench.config.sweep import SWEEP_DEFAULTS
     from fdabench.core import paths
     from fdabench.core.io import write_text_atomic
     from fdabench.jobs.status import unreadable_cells_message
-    from fdabench.report import sweep
+    from fdabench.report import sweep, sweep_curves, sweep_search, sweep_settings, sweep_warnings
     from fdabench.report.tables import html_page
 
+    rope = SWEEP_DEFAULTS["rope"] if args.rope is None else args.rope
+    min_validation = SWEEP_DEFAULTS["min_validation"] if args.min_validation is None else args.min_validation
+    if rope < 0 or min_validation < 1:
+        raise CommandError("--rope must be >= 0 and --min-validation >= 1")
     try:
         cells = sweep.read_sweep_cells(args.cells)
         if not args.allow_mixed_code:
@@ -152,35 +157,74 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             tests = sweep.paired_tests(selected, reference)
         except sweep.SelectionError as error:
             raise CommandError(str(error)) from None
+        tests = tests.merge(sweep.bayesian_tests(selected, reference, rope), on="method", how="left")
         ranks, friedman, nemenyi = sweep.average_ranks(selected)
-        fill = {"suite": args.suite, "rule": rule}
-        figure = paths.fill(paths.SWEEP_FIGURE, **fill)
-        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks")
-        relative_figure = os.path.relpath(figure, os.path.dirname(paths.fill(paths.SWEEP_TABLE, ext="md", **fill)))
-        markdown = sweep.rule_markdown(
-            rule, title, frame, summary, tests, ranks, friedman, args.early_stopping, relative_figure
+        search = None if rule == "last" else sweep_search.search_bootstrap(frame, rule)
+        warnings = sweep_warnings.sweep_warnings(frame, selected, rule, search, min_validation)
+        chosen = sweep_settings.chosen_settings(selected)
+        chosen_tables = (
+            sweep_settings.chosen_table(selected),
+            sweep_settings.summary_display(sweep_settings.settings_summary(chosen)),
         )
+        fill = {"suite": args.suite, "rule": rule}
+        figure, curves = paths.fill(paths.SWEEP_FIGURE, **fill), paths.fill(paths.SWEEP_CURVES, **fill)
+        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks")
+        sweep_curves.plot_selected_curves(cells, selected, curves, f"{title} — {rule}: the selected draws")
+        table_folder = os.path.dirname(paths.fill(paths.SWEEP_TABLE, ext="md", **fill))
+        markdown = sweep.rule_markdown(
+            rule,
+            title,
+            frame,
+            summary,
+            tests,
+            ranks,
+            friedman,
+            args.early_stopping,
+            os.path.relpath(figure, table_folder),
+            search=None if search is None else search.intervals,
+            chosen=chosen_tables,
+            warnings=warnings,
+            curves=os.path.relpath(curves, table_folder),
+        )
+        table = summary
+        if search is not None:  # the CSV holds both intervals
+            table = summary.merge(search.intervals, on=["experiment", "method", "target"], how="left")
         write_text_atomic(
-            paths.fill(paths.SWEEP_TABLE, ext="csv", **fill), summary.to_csv(index=False, float_format="%.6g")
+            paths.fill(paths.SWEEP_TABLE, ext="csv", **fill), table.to_csv(index=False, float_format="%.6g")
         )
         write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="md", **fill), markdown)
         write_text_atomic(paths.fill(paths.SWEEP_TESTS, **fill), tests.to_csv(index=False, float_format="%.6g"))
+        write_text_atomic(paths.fill(paths.SWEEP_CHOSEN, **fill), chosen.to_csv(index=False))
         significance = sweep.significance_table(tests, ranks, summary["metric"].iloc[0])
         caption = f"{title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == "oracle" else "")
+        tables = [(sweep.layout(summary), caption, True)]
+        if search is not None:
+            tables.append(
+                (sweep.search_layout(summary, search.intervals), "search interval (bootstrap over draws)", True)
+            )
+        tables += [
+            (chosen_tables[0], "chosen settings", True),
+            (chosen_tables[1], "chosen settings per method: median and range", True),
+            (significance, f"against {reference}, and average ranks", True),
+        ]
         page = html_page(
-            [(sweep.layout(summary), caption, True), (significance, f"against {reference}, and average ranks", True)],
-            sweep.notes(frame, rule, args.early_stopping, summary)
+            tables,
+            [f"Warning. {warning}" for warning in warnings]
+            + sweep.notes(frame, rule, args.early_stopping, summary)
             + [f"Friedman test over the blocks: p = {friedman:.3g}"],
         )
         write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="html", **fill), page)
         summaries[rule] = summary
         print(f"{rule}: {len(frame)} (method, target, trial, draw) values, {len(selected)} selections")
+        for warning in warnings:
+            print(f"  warning: {warning}")
     tidy = sweep.rules_summary(summaries)
     higher = bool(cells[0]["higher_is_better"])
     write_text_atomic(
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="csv"), tidy.to_csv(index=False, float_format="%.6g")
     )
-    markdown = sweep.summary_markdown(tidy, title, higher)
+    search_note = sweep.search_note(frame)
+    markdown = sweep.summary_markdown(tidy, title, higher, search_note)
     write_text_atomic(paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="md"), markdown)
     pivot = tidy.assign(value=[sweep.format_interval(r.mean, r.ci_low, r.ci_high, r.metric) for r in tidy.itertuples()])
     pivot = pivot.pivot_table(
@@ -190,7 +234,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="html"),
         html_page(
             [(pivot[list(args.rules)], f"{title}: every selection rule (Avg over targets)", True)],
-            ["oracle: " + "an upper bound, selected on the test split; never a result."],
+            ["oracle: " + "an upper bound, selected on the test split; never a result.", search_note],
         ),
     )
     return 0
@@ -288,6 +332,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--reference", help="the method every other is compared with (default: the first)")
     p.add_argument("--early-stopping", action="store_true", help="rules also pick the round by validation")
+    p.add_argument(
+        "--rope",
+        type=float,
+        help="region of practical equivalence of the Bayesian comparison, in the table's unit (default: params.yaml "
+        "sweep setting rope's default)",
+    )
+    p.add_argument(
+        "--min-validation",
+        type=int,
+        help="warn where target_val selects on fewer target validation samples per cell (default: params.yaml sweep "
+        "setting min_validation's default)",
+    )
     p.add_argument("--title", help="title shown above the output")
     p.add_argument("--allow-mixed-code", action="store_true", help="read cells that ran with different code")
     p.set_defaults(handler=cmd_sweep, derived_files=_sweep_outputs)

@@ -226,9 +226,10 @@ class Params:
         }
         if draw is not None:
             plan = sweep.settings(self.suite)
-            values = sweep.draw_values(experiment, base, draw, plan, resolve.method_spaces(self.raw, self.suite, base))
+            spaces = resolve.method_spaces(self.raw, self.suite, base)
+            values = sweep.draw_values(experiment, base, draw, plan, spaces, int(seed))
             sweep.apply_draw(config["hparams"], config["train"], values)
-            config["sweep"] = {"method": base, "draw": draw, "values": values}
+            config["sweep"] = sweep.sweep_record(base, draw, values, plan)
         validation = sweep.validation(self.suite, exp)
         if validation:
             config["validation"] = validation if fold is None else {**validation, "target_fold": fold}

@@ -4,8 +4,9 @@ A suite's `sweep` block turns each swept method of an experiment into one method
 `<method>.draw<k>` (draw 0: the method's setting as configured; draws 1.. from the search spaces,
 `fdabench.core.search`), and with k-fold target validation into one per fold as well (`.fold<f>`). Each is a cell
 like any other: Snakemake schedules it, its resolved configuration and code decide when it reruns, DVC tracks it.
-The trials are the experiment's seeds. Draw k of a method does not depend on how many draws the suite asks for, so
-adding draws or seeds adds cells and reruns none.
+The trials are the experiment's seeds; by default each trial draws its own settings (`draw_scope: trial`,
+DomainBed's trial-level search), or every trial shares them (`draw_scope: shared`). Draw k of a method does not
+depend on how many draws the suite asks for, so adding draws or seeds adds cells and reruns none.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ SWEEP_SETTINGS: dict[str, Any] = {
         "default": 8,
         "description": "random search: draws 0 .. draws-1 per method (draw 0: the configured setting)",
     },
+    "draw_scope": {
+        "enum": ["trial", "shared"],
+        "default": "trial",
+        "description": "random search: trial: draw k of trial t is a function of (experiment, method, k, t), so the "
+        "spread over trials includes the search's luck (DomainBed's trial-level search); shared: every trial uses "
+        "the same draw k, a function of (experiment, method, k)",
+    },
     "grid_points": {
         "type": "integer",
         "minimum": 2,
@@ -99,6 +107,19 @@ SWEEP_SETTINGS: dict[str, Any] = {
         "type": "string",
         "description": "the method every other is compared with, paired over (target, trial) (default: the first "
         "swept method)",
+    },
+    "rope": {
+        "type": "number",
+        "minimum": 0,
+        "default": 1.0,
+        "description": "region of practical equivalence of the Bayesian comparison, in the table's unit (percentage "
+        "points for accuracy and AUC): differences within it count as equivalent",
+    },
+    "min_validation": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 30,
+        "description": "the tables warn where a rule selects on fewer target validation samples per cell than this",
     },
     "early_stopping": {
         "type": "boolean",
@@ -174,16 +195,35 @@ def draw_count(sweep: dict[str, Any], method_spaces: dict[str, dict[str, Any]]) 
     return sweep["draws"]
 
 
+def trial_draws(sweep: dict[str, Any]) -> bool:
+    """Whether each trial draws its own settings (random search with `draw_scope: trial`); a grid is every trial's."""
+    return sweep["search"] == "random" and sweep["draw_scope"] == "trial"
+
+
 def draw_values(
-    experiment: str, method: str, draw: int, sweep: dict[str, Any], method_spaces: dict[str, dict[str, Any]]
+    experiment: str,
+    method: str,
+    draw: int,
+    sweep: dict[str, Any],
+    method_spaces: dict[str, dict[str, Any]],
+    trial: int,
 ) -> dict[str, Any]:
-    """Setting (`hparams.<name>`, `train.<name>`) -> value of draw `draw` of `method` in `experiment` (draw 0: none,
-    the configured setting)."""
+    """Setting (`hparams.<name>`, `train.<name>`) -> value of draw `draw` of `method` in `experiment` and trial
+    `trial` (draw 0: none, the configured setting)."""
     if draw == 0:
         return {}
     if sweep["search"] == "grid":
         return search.grid(method_spaces, sweep["grid_points"])[draw - 1]
-    return search.random_draw(experiment, method, draw, method_spaces)
+    return search.random_draw(experiment, method, draw, method_spaces, trial if trial_draws(sweep) else None)
+
+
+def sweep_record(method: str, draw: int, values: dict[str, Any], sweep: dict[str, Any]) -> dict[str, Any]:
+    """A cell's `sweep` block: the method, the draw and its values, and `scope: trial` where the trial drew them
+    (absent for shared draws, whose cells keep the configuration they had before trials drew their own)."""
+    record = {"method": method, "draw": draw, "values": values}
+    if values and trial_draws(sweep):
+        record["scope"] = "trial"
+    return record
 
 
 def apply_draw(hparams: dict[str, Any], train: dict[str, Any], values: dict[str, Any]) -> None:

@@ -20,6 +20,9 @@ PAPER_VS_OURS = "results/{suite}/paper_vs_ours.{ext}"
 SWEEP_TABLE = "results/{suite}/sweep_{rule}.{ext}"
 SWEEP_TESTS = "results/{suite}/sweep_{rule}_tests.csv"
 SWEEP_FIGURE = "results/{suite}/figures/sweep_{rule}_cd.png"
+#: the settings each rule chose (tidy: per method, target, trial and setting), and the chosen draws' learning curves
+SWEEP_CHOSEN = "results/{suite}/sweep_{rule}_chosen.csv"
+SWEEP_CURVES = "results/{suite}/figures/sweep_{rule}_curves.png"
 #: every rule side by side (methods x rules)
 SWEEP_RULES = "results/{suite}/sweep_rules.{ext}"
 SWEEP_EXTENSIONS = ("csv", "md", "html")
@@ -92,6 +95,7 @@ def sweep_outputs(suite: str, rules: list[str]) -> list[str]:
     for rule in rules:
         outputs += [fill(SWEEP_TABLE, suite=suite, rule=rule, ext=ext) for ext in SWEEP_EXTENSIONS]
         outputs += [fill(SWEEP_TESTS, suite=suite, rule=rule), fill(SWEEP_FIGURE, suite=suite, rule=rule)]
+        outputs += [fill(SWEEP_CHOSEN, suite=suite, rule=rule), fill(SWEEP_CURVES, suite=suite, rule=rule)]
     return outputs + [fill(SWEEP_RULES, suite=suite, ext=ext) for ext in SWEEP_EXTENSIONS]
 
 

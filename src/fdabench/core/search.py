@@ -2,9 +2,11 @@
 
 A setting declares its search distribution next to its default, in its JSON-schema property:
 `"search": {"log_uniform": [1e-4, 1e-1]}`, `{"uniform": [0, 1]}`, `{"int": [1, 5]}` (both ends included) or
-`{"choice": [16, 32, 64]}`. Draw k of a setting is a pure function of (experiment, method, k, setting): the
-same value on any machine, in any order, whatever else is swept; draw 0 is never drawn (it is the setting's
-default, or the published value). Grid search enumerates the product of every swept setting's grid points.
+`{"choice": [16, 32, 64]}`. Draw k of a setting in trial t is a pure function of (experiment, method, k, t,
+setting) (trial-level search, DomainBed's: every trial draws afresh, so the spread over trials includes the
+search's luck), or with shared draws of (experiment, method, k, setting) alone: the same value on any machine, in
+any order, whatever else is swept; draw 0 is never drawn (it is the setting's default, or the published value).
+Grid search enumerates the product of every swept setting's grid points.
 """
 
 from __future__ import annotations
@@ -67,9 +69,13 @@ def spec_problem(spec: Any) -> str | None:
     return None
 
 
-def draw_seed(experiment: str, method: str, draw: int, setting: str) -> int:
-    """The seed of one setting's value in one draw: a hash of (experiment, method, draw, setting)."""
-    key = "\0".join([experiment, method, str(int(draw)), setting]).encode("utf-8")
+def draw_seed(experiment: str, method: str, draw: int, setting: str, trial: int | None = None) -> int:
+    """The seed of one setting's value in one draw: a hash of (experiment, method, draw, setting), and of the
+    trial where each trial draws its own (None: the draw every trial shares)."""
+    parts = [experiment, method, str(int(draw)), setting]
+    if trial is not None:
+        parts.append(f"trial{int(trial)}")
+    key = "\0".join(parts).encode("utf-8")
     return int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
 
 
@@ -90,12 +96,15 @@ def sample(spec: Mapping[str, Any], rng: np.random.Generator) -> Any:
     return _rounded(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def random_draw(experiment: str, method: str, draw: int, spaces: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Draw `draw` (≥ 1) of every setting of `spaces` (setting -> specification), each from its own stream."""
+def random_draw(
+    experiment: str, method: str, draw: int, spaces: Mapping[str, Mapping[str, Any]], trial: int | None = None
+) -> dict[str, Any]:
+    """Draw `draw` (≥ 1) of every setting of `spaces` (setting -> specification), each from its own stream; of
+    trial `trial`, or (None) the draw every trial shares."""
     if draw < 1:
         raise ValueError("draw 0 is the default setting; random draws start at 1")
     return {
-        setting: sample(spec, np.random.default_rng(draw_seed(experiment, method, draw, setting)))
+        setting: sample(spec, np.random.default_rng(draw_seed(experiment, method, draw, setting, trial)))
         for setting, spec in sorted(spaces.items())
     }
 

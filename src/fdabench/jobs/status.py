@@ -88,8 +88,11 @@ def sweep_progress(params: Params, states: list[CellState]) -> list[str]:
         method = sweep.get("method", state.cell.method)
         cells.setdefault(method, Counter())[state.state] += 1
         draws.setdefault(method, {}).setdefault(sweep.get("draw", 0), []).append(state.state == "current")
-    search = f"{plan['draws']} random draws" if plan["search"] == "random" else f"grid of {plan['grid_points']} points"
-    lines = [f"sweep ({search} per method; trials: the seeds): current cells, and draws complete"]
+    search = f"grid of {plan['grid_points']} points per method"
+    if plan["search"] == "random":
+        scope = "each trial drawing its own" if plan["draw_scope"] == "trial" else "shared by the trials"
+        search = f"{plan['draws']} random draws per method, {scope}"
+    lines = [f"sweep ({search}; trials: the seeds): current cells, and draws complete"]
     for method, counter in cells.items():
         complete = sum(all(done) for done in draws[method].values())
         lines.append(

@@ -16,6 +16,8 @@ block with the Friedman test and the Nemenyi post-hoc test that the critical-dif
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +33,9 @@ from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
 
 AVERAGE = "Avg"
 CONFIDENCE = 0.95
+#: posterior samples of the Bayesian signed-rank test, and the seed of their stream (the same numbers every run)
+BAYES_SAMPLES = 20000
+BAYES_SEED = 0
 IDENTITY = ["experiment", "method", "target", "trial", "draw", "fold"]
 
 
@@ -73,18 +78,49 @@ def cell_scores(cell: dict[str, Any], rule: str, early_stopping: bool) -> tuple[
     return float(np.mean(values)), float(cell["final"])
 
 
+def swept_settings(cells: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """(experiment, method) -> the settings its draws vary (`hparams.<name>`, `train.<name>`), from the cells'
+    `sweep.values`."""
+    swept: dict[tuple[str, str], dict[str, None]] = {}
+    for cell in cells:
+        config = cell["config"]
+        sweep = config.get("sweep", {})
+        key = (config["experiment"], sweep.get("method", config["method"]))
+        swept.setdefault(key, {}).update(dict.fromkeys(sweep.get("values", {})))
+    return {key: sorted(names) for key, names in swept.items()}
+
+
+def setting_values(config: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """The value of each setting (`hparams.<name>`, `train.<name>`) a cell ran with: its draw's, or for draw 0 the
+    configured one."""
+    values = {}
+    for setting in settings:
+        group, name = setting.split(".", 1)
+        values[setting] = config.get(group, {}).get(name)
+    return values
+
+
+def result_digest(cell: dict[str, Any]) -> str:
+    """A hash of what a cell recorded every round: equal digests are the same results."""
+    return hashlib.sha256(json.dumps(cell["rounds"], sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def sweep_frame(cells: Iterable[dict[str, Any]], rule: str, early_stopping: bool = False) -> pd.DataFrame:
     """One row per (experiment, method, target, trial, draw): the validation value the rule reads and the test
-    metric, averaged over k-fold cells; `higher_is_better` and `metric` per row."""
+    metric, averaged over k-fold cells; `higher_is_better` and `metric` per row, the draw's `values` (every swept
+    setting of the method) and the `digest` of its results."""
+    cells = list(cells)
+    swept = swept_settings(cells)
     rows = []
     for cell in cells:
         config = cell["config"]
         sweep = config.get("sweep", {})
+        method = sweep.get("method", config["method"])
         validation, test = cell_scores(cell, rule, early_stopping)
         rows.append(
             {
                 "experiment": config["experiment"],
-                "method": sweep.get("method", config["method"]),
+                "method": method,
                 "target": str(config["target"]),
                 "trial": int(config["seed"]),
                 "draw": int(sweep.get("draw", 0)),
@@ -95,6 +131,10 @@ def sweep_frame(cells: Iterable[dict[str, Any]], rule: str, early_stopping: bool
                 "test": test,
                 "target_validation": int(config.get("validation", {}).get("target_holdout", 0)),
                 "target_folds": int(config.get("validation", {}).get("target_folds", 1)),
+                "target_labelled": config.get("partition", {}).get("target_labelled"),
+                "scope": sweep.get("scope", "shared"),
+                "values": setting_values(config, swept[(config["experiment"], method)]),
+                "digest": result_digest(cell),
             }
         )
     if not rows:
@@ -121,13 +161,18 @@ def sweep_frame(cells: Iterable[dict[str, Any]], rule: str, early_stopping: bool
         higher_is_better=("higher_is_better", "first"),
         target_validation=("target_validation", "first"),
         target_folds=("target_folds", "first"),
+        target_labelled=("target_labelled", "first"),
+        scope=("scope", "first"),
+        values=("values", "first"),
+        digest=("digest", lambda digests: " ".join(sorted(digests))),
     )
     return folded.reset_index()
 
 
 def select(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
     """The draw the rule picks per (experiment, method, target, trial), by validation only (`oracle`: by test),
-    with its test metric; ties to the lowest draw. Columns: the keys, draw, test, validation, draws (candidates)."""
+    with its test metric; ties to the lowest draw. Columns: the keys, draw, test, validation, the draw's values and
+    result digest, draws (candidates)."""
     if rule not in RULES:
         raise SelectionError(f"unknown selection rule {rule!r}; allowed: {', '.join(RULES)}")
     keys = ["experiment", "method", "target", "trial"]
@@ -143,7 +188,9 @@ def select(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
             criterion = group["test"] if rule == ORACLE else group["validation"]
             sign = 1.0 if group["higher_is_better"].iloc[0] else -1.0
             row = group.iloc[int(np.argmax((sign * criterion).to_numpy()))]  # first maximum: the lowest draw
-        chosen.append({**dict(zip(keys, key)), **row[["draw", "test", "validation", "metric"]].to_dict()})
+        chosen.append(
+            {**dict(zip(keys, key)), **row[["draw", "test", "validation", "metric", "values", "digest"]].to_dict()}
+        )
         chosen[-1]["draws"] = len(group)
         chosen[-1]["higher_is_better"] = bool(group["higher_is_better"].iloc[0])
     return pd.DataFrame(chosen)
@@ -238,6 +285,37 @@ def paired_tests(selected: pd.DataFrame, reference: str) -> pd.DataFrame:
     return frame
 
 
+def bayesian_tests(selected: pd.DataFrame, reference: str, rope: float) -> pd.DataFrame:
+    """Every method against `reference` over the blocks both have, with baycomp's Bayesian signed-rank test
+    (Benavoli et al. 2014): the posterior probability that the method is better by more than `rope` (in the table's
+    unit: percentage points for accuracy and AUC), that the two are within it (equivalent), and that the reference
+    is better by more than it."""
+    import baycomp
+
+    matrix = blocks(selected)
+    higher = bool(selected["higher_is_better"].iloc[0])
+    scale = 100 if selected["metric"].iloc[0] in PERCENT_METRICS else 1
+    sign = 1.0 if higher else -1.0  # baycomp's "right" is the larger value
+    rows = []
+    for method in matrix.columns:
+        if method == reference:
+            continue
+        probabilities = [math.nan] * 3
+        if len(matrix) >= 2:
+            probabilities = baycomp.SignedRankTest.probs(
+                sign * matrix[reference].to_numpy(),
+                sign * matrix[method].to_numpy(),
+                rope / scale,
+                nsamples=BAYES_SAMPLES,
+                random_state=BAYES_SEED,
+            )
+            if rope == 0:
+                probabilities = [probabilities[0], 0.0, probabilities[1]]
+        worse, equivalent, better = (float(p) for p in probabilities)
+        rows.append({"method": method, "p_better": better, "p_equivalent": equivalent, "p_worse": worse, "rope": rope})
+    return pd.DataFrame(rows, columns=["method", "p_better", "p_equivalent", "p_worse", "rope"])
+
+
 def average_ranks(selected: pd.DataFrame) -> tuple[pd.Series, float, pd.DataFrame | None]:
     """(average rank per method, 1 = best, ties averaged; the Friedman test's p-value; the Nemenyi post-hoc
     p-values) over the blocks. The tests need at least 3 methods and 2 blocks (NaN and None otherwise)."""
@@ -302,6 +380,7 @@ def notes(frame: pd.DataFrame, rule: str, early_stopping: bool, summary: pd.Data
         + ", ".join(f"{method} {count}" for (_, method), count in draws.items())
         + ".",
     ]
+    lines.append(search_note(frame))
     holdout, folds = int(frame["target_validation"].max()), int(frame["target_folds"].max())
     if folds > 1:
         lines.append(
@@ -320,22 +399,68 @@ def notes(frame: pd.DataFrame, rule: str, early_stopping: bool, summary: pd.Data
     return lines
 
 
+def search_note(frame: pd.DataFrame) -> str:
+    """Which search ran: every trial its own draws, or draws shared by the trials."""
+    if (frame["scope"] == "trial").any():
+        return (
+            "Search: each trial drew its own settings (trial-level search, DomainBed's), so the interval over "
+            "trials includes the search's luck."
+        )
+    return (
+        "Search: the trials shared their draws, so the interval over trials is seed noise alone; the search "
+        "interval shows the search's luck."
+    )
+
+
+def search_layout(summary: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """Methods x (experiment, target, Avg): the bootstrap-over-draws interval, "low – high"
+    (`fdabench.report.sweep_search`)."""
+    merged = summary.merge(intervals, on=["experiment", "method", "target"], how="left")
+    columns = list(dict.fromkeys(zip(summary["experiment"], summary["target"])))
+    several = summary["experiment"].nunique() > 1
+    lookup = {(r.experiment, r.target, r.method): r for r in merged.itertuples()}
+    body = {}
+    for method in dict.fromkeys(summary["method"]):
+        cells = []
+        for experiment, target in columns:
+            r = lookup.get((experiment, target, method))
+            if r is None or math.isnan(r.search_low):
+                cells.append("–")
+                continue
+            scale = 100 if r.metric in PERCENT_METRICS else 1
+            digits = ".2f" if scale == 100 else ".4g"
+            cells.append(f"{scale * r.search_low:{digits}} – {scale * r.search_high:{digits}}")
+        body[method] = cells
+    header = [f"{e} {t}" if several else str(t) for e, t in columns]
+    return pd.DataFrame.from_dict(body, orient="index", columns=header)
+
+
 def significance_table(tests: pd.DataFrame, ranks: pd.Series, metric: str) -> pd.DataFrame:
-    """The paired tests and average ranks as display strings, one row per method (the reference's row: its rank)."""
+    """The paired tests (with the Bayesian comparison where `tests` holds it, `bayesian_tests`) and average ranks
+    as display strings, one row per method (the reference's row: its rank)."""
     scale = 100 if metric in PERCENT_METRICS else 1
+    bayesian = "p_better" in tests
     rows = {}
     for method, rank in ranks.items():
         row = tests[tests["method"] == method]
         if row.empty:
-            rows[method] = ["(reference)", "", "", f"{rank:.2f}"]
+            rows[method] = ["(reference)", "", "", *([""] if bayesian else []), f"{rank:.2f}"]
             continue
         r = row.iloc[0]
         difference = f"{scale * r.mean_difference:+.2f}" if scale == 100 else f"{r.mean_difference:+.4g}"
         if not math.isnan(r.difference_ci_low):
             difference += f" [{scale * r.difference_ci_low:+.2f}, {scale * r.difference_ci_high:+.2f}]"
-        rows[method] = [difference, _p(r.wilcoxon_p), _p(r.holm_p), f"{rank:.2f}"]
-    columns = ["difference vs reference [95% CI]", "Wilcoxon p", "Holm p", "average rank"]
+        posterior = [" / ".join(_probability(p) for p in (r.p_better, r.p_equivalent, r.p_worse))] if bayesian else []
+        rows[method] = [difference, _p(r.wilcoxon_p), _p(r.holm_p), *posterior, f"{rank:.2f}"]
+    columns = ["difference vs reference [95% CI]", "Wilcoxon p", "Holm p"]
+    if bayesian:
+        columns.append(f"P(better / equivalent / worse), ROPE ±{tests['rope'].iloc[0]:g}")
+    columns.append("average rank")
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+
+
+def _probability(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}"
 
 
 def _p(value: float) -> str:
@@ -352,13 +477,38 @@ def rule_markdown(
     friedman: float,
     early_stopping: bool,
     figure: str | None = None,
+    search: pd.DataFrame | None = None,
+    chosen: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+    warnings: list[str] = (),
+    curves: str | None = None,
 ) -> str:
-    """One rule's page: the table, its notes, the paired tests and ranks, the Friedman test, the CD diagram."""
+    """One rule's page: the table, its warnings and notes, the search interval (`search`: the bootstrap over
+    draws), the chosen settings (`chosen`: per trial, and the per-method summary) and their learning curves, the
+    paired and Bayesian tests and ranks, the Friedman test, the CD diagram."""
     metric = summary["metric"].iloc[0]
     reference = tests["reference"].iloc[0] if len(tests) else "–"
     heading = f"### {title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
     lines = [heading, "", _markdown(layout(summary), "Method"), ""]
+    lines += [f"- **Warning.** {warning}" for warning in warnings]
     lines += [f"- {note}" for note in notes(frame, rule, early_stopping, summary)]
+    if search is not None:
+        lines += [
+            "",
+            "#### Search interval: 95% bootstrap over draws (trials held fixed)",
+            "",
+            _markdown(search_layout(summary, search), "Method"),
+            "",
+            "- Each (method, target, trial)'s draws resampled with replacement and the rule applied again (percentile "
+            "intervals of scipy's bootstrap): how far the value moves with the luck of the search alone.",
+        ]
+    if chosen is not None:
+        per_trial, per_method = chosen
+        lines += ["", "#### Chosen settings", "", _markdown(per_trial, "Method, target"), ""]
+        if len(per_method):
+            lines += [_markdown(per_method, "Method"), ""]
+            lines += ["- The values of the selected draws; per method the median and range over targets and trials."]
+        if curves:
+            lines += ["", f"![learning curves of the selected draws]({curves})"]
     blocks_count = tests["n_pairs"].max() if len(tests) else 0
     lines += [
         "",
@@ -368,7 +518,14 @@ def rule_markdown(
         "",
         "- Difference: method − reference in the table's unit (positive: "
         + ("better" if summary.empty or _higher(frame) else "worse")
-        + "). Wilcoxon signed-rank test over the blocks; Holm's adjustment over the methods.",
+        + "). Wilcoxon signed-rank test over the blocks; Holm's adjustment over the methods."
+        + (
+            " P(better / equivalent / worse): baycomp's Bayesian signed-rank test over the same blocks, the "
+            "posterior probability that the method beats the reference by more than the ROPE, is within it, or "
+            "trails by more than it."
+            if "p_better" in tests
+            else ""
+        ),
         "- Average rank: 1 is best, within each (target, trial) block; Friedman test over the blocks: p = "
         + _p(friedman)
         + (
@@ -422,8 +579,9 @@ def winners(tidy: pd.DataFrame, higher_is_better: bool) -> dict[tuple[str, str],
     return best
 
 
-def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool) -> str:
-    """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound."""
+def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, search: str = "") -> str:
+    """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound; `search`:
+    which search ran (`search_note`)."""
     lines = [f"### {title} — every selection rule (Avg over targets)", ""]
     best = winners(tidy, higher_is_better)
     for experiment, part in tidy.groupby("experiment", sort=False):
@@ -451,7 +609,7 @@ def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool) -> 
         lines.append("")
     lines.append(
         "Bold: the best mean under that rule. oracle: selected on the target's test split, an upper bound, "
-        "never a result."
+        "never a result." + (f" {search}" if search else "")
     )
     return "\n".join(lines) + "\n"
 
