@@ -5,6 +5,7 @@ this process). The inputs travel in the environment, so an `fdabench` process th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -27,7 +28,6 @@ _CHANGED_PATHS = {
     "os.rmdir": (0,),
     "shutil.rmtree": (0,),
 }
-_installed = False
 
 
 class OutputPathError(ValueError):
@@ -40,13 +40,10 @@ def protecting_inputs(files: Iterable[str], folders: Iterable[str] = ()) -> Iter
     """Within the block (and in the `fdabench` processes started in it) refuse every write over one of `files`
     (after `os.path.realpath`: links, `..`, relative spellings; or the same inode) and every write inside one of
     `folders`, with OutputPathError."""
-    global _installed
     previous = os.environ.get(PROTECTED_INPUTS_VARIABLE)
     entries = _protected() + [_entry(path, False) for path in files] + [_entry(path, True) for path in folders]
     os.environ[PROTECTED_INPUTS_VARIABLE] = json.dumps(entries)
-    if not _installed:
-        sys.addaudithook(_refuse_writes_over_inputs)  # for the life of the process; idle outside the block
-        _installed = True
+    _install_hook()
     try:
         yield
     finally:
@@ -54,6 +51,14 @@ def protecting_inputs(files: Iterable[str], folders: Iterable[str] = ()) -> Iter
             os.environ.pop(PROTECTED_INPUTS_VARIABLE, None)
         else:
             os.environ[PROTECTED_INPUTS_VARIABLE] = previous
+
+
+@functools.cache
+def _install_hook() -> None:
+    """Add the audit hook, once per process: it cannot be removed, and it is idle outside `protecting_inputs`. (A
+    function, not a flag rebound at run time: shipped module constants stay what their source says,
+    `fdabench.cell.patches`.)"""
+    sys.addaudithook(_refuse_writes_over_inputs)
 
 
 def refuse_overwriting_inputs(path: str | os.PathLike, replaces_folder: bool = False) -> None:
