@@ -134,7 +134,7 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
         env={**os.environ, "PYTHONPATH": str(edited)},
     )
     assert status.returncode == 1, status.stdout + status.stderr
-    assert "4 cells: 2 current, 2 stale, 0 failed, 0 missing" in status.stdout
+    assert "4 cells: 2 current, 0 edited, 2 stale, 0 failed, 0 missing" in status.stdout
     assert status.stdout.count("code changed: fdabench.methods.fda") == 2
     current = subprocess.run(
         [sys.executable, "-m", "fdabench", "status", "--check"], cwd=tmp_path, capture_output=True, text=True

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from fdabench.cell import fingerprint, plugin_fingerprint, plugin_scope
+from fdabench.cell.digest import seal
 from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.cell.plugin_scope import cell_code
 from fdabench.config import validate_params
@@ -110,7 +111,7 @@ def _finished(root: Path, params) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         code = cell_fingerprint(cell.config).to_json()
         path.write_text(
-            json.dumps({"format": "fdabench.cell/1", "status": "complete", "config": cell.config, "code": code})
+            json.dumps(seal({"format": "fdabench.cell/1", "status": "complete", "config": cell.config, "code": code}))
         )
 
 
@@ -184,7 +185,7 @@ def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_refuses_o
         [sys.executable, "-m", "fdabench", "status", "--check"], cwd=work, env=env, capture_output=True, text=True
     )
     assert status.returncode == 0, status.stdout + status.stderr
-    assert "suite scope: 3 cells: 3 current, 0 stale" in status.stdout
+    assert "suite scope: 3 cells: 3 current, 0 edited, 0 stale" in status.stdout
     assert status.stderr.count("\n") == 1 and status.stderr.startswith(
         "fdabench: skipped a plugin: the fdabench.methods plugin 'brokenplug' (brokenplug:Method, from brokenplug) "
         "failed to load: RuntimeError: broken on import"

@@ -97,6 +97,6 @@ def test_status_of_a_suite_in_a_file_of_its_own(tmp_path, repo_root, capsys, mon
     params = ["--params", str(repo_root / "params.yaml"), "--with", str(suite_file), "--suite", "mine"]
     assert cli.main(["status", *params, "--check"]) == 1
     shown = capsys.readouterr().out
-    assert "suite mine: 4 cells: 0 current, 0 stale, 0 failed, 4 missing" in shown
+    assert "suite mine: 4 cells: 0 current, 0 edited, 0 stale, 0 failed, 4 missing" in shown
     assert "results/cells/mine/colored_digits/fedgp/-90/seed1.json" in shown
     assert load_params(repo_root / "params.yaml", layers=[suite_file]).suite_name == "demo"
