@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema
 
+from fdabench.config.names import NAME_PATTERN, NAME_RULE
 from fdabench.config.sweep import SWEEP_SETTINGS, VALIDATION_SETTINGS
 from fdabench.core.errors import ParamsError, did_you_mean  # noqa: F401  (ParamsError: raised by the config package)
 from fdabench.core.metrics import METRICS
@@ -22,10 +23,8 @@ from fdabench.theory.roles import DEFAULT_DRAWS, ROLES
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)
 DEFAULT_LIMITS = {"rounds": 100_000, "cells": 20_000}
 
-NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
-NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
 #: paths that reach shell commands (quoted there): the name characters, spaces and /, no part starting with -
-SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+$"
+SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+(?!\n)$"
 SAFE_PATH_RULE = "letters, digits, spaces and _ . + - / only, no part starting with '-'"
 
 
