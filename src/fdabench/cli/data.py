@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from fdabench.cli.common import CommandError, json_argument, refuse_overwriting_inputs, require_prepared
+from fdabench.cli.common import CommandError, bounded, json_argument, refuse_overwriting_inputs, require_prepared
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"], help="the hospital dataset to stand in for")
     p.add_argument("--output", required=True, help="directory for manifest.csv and images/")
-    p.add_argument("--per-domain", type=int, default=60, help="images per domain (default 60)")
+    p.add_argument("--per-domain", type=bounded("count"), default=60, help="images per domain (default 60)")
     p.set_defaults(handler=cmd_stand_in)
 
     p = sub.add_parser(

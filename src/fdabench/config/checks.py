@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from fdabench.config import names, resolve, sweep
-from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
+from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors, with_bounds
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
 from fdabench.core.plugins import unknown_name_hint
@@ -656,7 +656,9 @@ def _spec_errors(where: str, spec: dict[str, Any], setting_schema: dict[str, Any
     problem = search.spec_problem(spec)
     if problem:
         return [f"{where}: {problem}"]
-    value_schema = {key: value for key, value in setting_schema.items() if key not in ("search", "default")}
+    value_schema = {
+        key: value for key, value in with_bounds({"": setting_schema})[""].items() if key not in ("search", "default")
+    }
     kind, arguments = search.spec_kind(spec)
     problems = []
     for value in arguments:
