@@ -77,7 +77,11 @@ def test_a_seed_above_what_numpy_random_state_takes_is_refused_and_the_largest_p
     [
         ("threads_per_cell", 2**31, "greater than the maximum of 2147483647 (torch.set_num_threads takes a C int)"),
         ("gpus", [128], "greater than the maximum of 127 (torch numbers CUDA devices with an int8"),
-        ("checkpoint_every", 2**63, "greater than the maximum of 9223372036854775807 (torch and numpy hold integers as int64)"),
+        (
+            "checkpoint_every",
+            2**63,
+            f"greater than the maximum of {2**63 - 1} (torch and numpy hold integers as int64)",
+        ),
     ],
 )
 def test_top_level_numbers_are_bounded_by_their_consumer(key, value, expected):
@@ -87,7 +91,7 @@ def test_top_level_numbers_are_bounded_by_their_consumer(key, value, expected):
 @pytest.mark.parametrize(
     ("setting", "value", "expected"),
     [
-        ("eval_batch_size", 2**63, "greater than the maximum of 9223372036854775807 (torch and numpy hold integers as int64)"),
+        ("eval_batch_size", 2**63, f"greater than the maximum of {2**63 - 1} (torch and numpy hold integers as int64)"),
         ("weight_decay", 1e39, "greater than the maximum of 3.4028234663852886e+38 (the models compute in float32"),
     ],
 )

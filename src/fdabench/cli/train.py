@@ -8,6 +8,7 @@ from typing import Any
 
 from fdabench.cli.common import (
     CommandError,
+    bounded,
     json_argument,
     refuse_overwriting_inputs,
     require_json,
@@ -129,11 +130,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
     p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--output", required=True, help="the file to write")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")
     p.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=bounded("checkpoint_every"),
         default=0,
         metavar="K",
         help="save the round loop's state every K rounds beside the output and resume from it when rerun "

@@ -171,9 +171,9 @@ def with_bounds(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def option_schema(name: str) -> dict[str, Any]:
-    """The schema of one value of a CLI option: a setting's (`rounds`, `seeds`, `threads_per_cell`) or a `BOUNDS`
-    entry's own."""
-    settings = {**TRAIN_SCHEMA, **TOP_LEVEL_SETTINGS, "seeds": {"type": "array", "items": BOUNDS["seeds"]}}
+    """The schema of one value of a CLI option: a setting's (`rounds`, `seeds`, `threads_per_cell`, `draws`, ...) or
+    a `BOUNDS` entry's own."""
+    settings = {**TRAIN_SCHEMA, **TOP_LEVEL_SETTINGS, **THEORY_CHECK_SETTINGS, "seeds": {"items": BOUNDS["seeds"]}}
     spec = with_bounds({name: settings.get(name, BOUNDS.get(name))})[name]
     spec = spec.get("items", spec)
     return {key: value for key, value in spec.items() if key not in ("default", "search", "consumer", "description")}
