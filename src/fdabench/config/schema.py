@@ -434,6 +434,9 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
             f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; "
             f"allowed keys: {', '.join(allowed) or '(none)'}{hint}"
         )
+    allowed_values = ", ".join(map(str, error.validator_value)) if error.validator == "enum" else ""
+    if error.validator == "enum" and not isinstance(error.instance, str):  # a name is a string: no hint to give
+        return f"{where}: {error.instance!r} has the wrong type; expected one of {allowed_values}"
     if error.validator == "enum":
         message = (
             f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
