@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from fdabench.config import names, resolve, sweep
+from fdabench.config.partition_checks import partition_errors
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors, with_bounds
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
@@ -305,6 +306,8 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += _validation_errors(where, sweep.validation(suite, exp), partition_targets(raw, exp))
     problems += _labelled_override_errors(raw, where, exp)
     problems += cross_field_errors(where, suite, exp, train, partition_targets(raw, exp))
+    if not problems and suite is raw["suites"].get(raw["suite"]):  # the active suite's: the split needs valid
+        problems += _partition_errors(raw, suite, where, exp)  # options and targets, and takes seconds
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -312,6 +315,22 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     if unknown_train:
         problems.append(f"{where}.train: unknown keys {sorted(unknown_train)}")
     return problems
+
+
+def _partition_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, exp: dict[str, Any]) -> list[str]:
+    targets = _targets_or_none(raw, exp)
+    if targets is None:
+        return []
+    return partition_errors(
+        f"{where}.partition",
+        exp["dataset"],
+        resolve.dataset_options(raw, exp["dataset"], exp),
+        (raw.get("data") or {}).get("root", "data"),
+        resolve.partitioner_name(exp),
+        resolve.experiment_partition_options(exp),
+        targets,
+        resolve.experiment_seeds(suite, exp),
+    )
 
 
 def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, check: dict[str, Any]) -> list[str]:
