@@ -75,7 +75,7 @@ def _short(where: str) -> str:
 def name_errors(raw: dict[str, Any]) -> list[str]:
     """Every name that becomes a path or a command argument passes `fdabench.config.names.name_problem`; where all of
     an experiment's do, the paths its longest names make fit the file system (`names.path_problem`)."""
-    named = [("suite", "suite", raw["suite"])]
+    named = [] if raw["suite"] in raw["suites"] else [("suite", "suite", raw["suite"])]  # else checked as a suite's
     named += [(f"dvc.suites[{i}]", "suite", name) for i, name in enumerate((raw.get("dvc") or {}).get("suites", []))]
     for name, variant in (raw.get("methods") or {}).items():
         named.append(("methods", "method", name))
