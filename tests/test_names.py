@@ -97,3 +97,17 @@ def test_a_file_name_above_the_file_system_limit_is_named():
     problem = path_problem({"suite": "s" * (COMPONENT_BYTES + 1)})
     assert f"would be {COMPONENT_BYTES + 6} bytes, above the file system's {COMPONENT_BYTES}" in problem  # <suite>.json
     assert path_problem({"suite": "s"}) is None and PATH_BYTES == 4095
+
+
+def test_a_registered_member_whose_name_a_command_would_read_as_an_option_is_refused(monkeypatch):
+    """A plugin's method named '-fedda' (letters, digits and _ . + - only): a suite that uses it is refused, naming
+    the registered member, before any job."""
+    from fdabench.methods import METHODS
+    from fdabench.methods.fda import FedDA
+
+    plugin = type("DashedFedDA", (FedDA,), {"name": "-fedda"})
+    monkeypatch.setitem(METHODS._members, "-fedda", plugin)
+    raw = copy.deepcopy(TINY_PARAMS)
+    raw["methods"]["fedda_dashed"] = {"algorithm": "-fedda"}
+    raw["suites"]["tiny"]["methods"].append("fedda_dashed")
+    assert "registered method name '-fedda' starts with '-'" in _problems(raw)
