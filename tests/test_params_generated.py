@@ -59,6 +59,8 @@ BASE: dict[str, Any] = {
                 "final_rounds": 2,
             },
             "resources": {"runtime": 10, "mem_mb": 1000},
+            "validation": {"target_holdout": 8},
+            "sweep": {"draws": 2, "train": ["source_lr"], "reference": "fedgp"},
             "experiments": {
                 "colored_digits": {
                     "dataset": "colored_digits",

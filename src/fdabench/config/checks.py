@@ -13,7 +13,7 @@ from typing import Any
 
 from fdabench.config import names, resolve, sweep
 from fdabench.config.partition_checks import partition_errors
-from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors, with_bounds
+from fdabench.config.schema import DEFAULT_LIMITS, object_schema, place, schema_errors, with_bounds
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
 from fdabench.core.plugins import unknown_name_hint
@@ -28,8 +28,7 @@ from fdabench.theory.roles import theory_roles
 def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
     """NaN and ±infinity anywhere in params (YAML's .nan and .inf pass every minimum/maximum check)."""
     if isinstance(value, float) and not math.isfinite(value):
-        place = ".".join(map(str, where)) or "(top level)"
-        return [f"{place}: {value} is not a finite number; write a number (NaN and infinity are refused)"]
+        return [f"{place(where)}: {value} is not a finite number; write a number (NaN and infinity are refused)"]
     if isinstance(value, dict):
         return [problem for key, item in value.items() for problem in non_finite_errors(item, (*where, key))]
     if isinstance(value, list):

@@ -416,15 +416,22 @@ def params_schema() -> dict[str, Any]:
 REGISTERED_KEYS = {"dataset": "dataset", "partitioner": "partitioner", "model": "model", "algorithm": "method"}
 
 
-def _path(parts) -> str:
+def place(parts) -> str:
+    """A key path for a message: keys joined by '.', list indices in brackets; a key that is not plain printable text
+    (a newline, a control character, spaces around it) quoted, so that a message stays one line per problem."""
     text = ""
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        part = str(part)
+        shown = part if part and part.isprintable() and part.strip() == part else repr(part)
+        text += f".{shown}" if text else shown
     return text or "(top level)"
 
 
 def _format_schema_error(error, prefix: tuple = ()) -> str:
-    where = _path([*prefix, *error.absolute_path])
+    where = place([*prefix, *error.absolute_path])
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
