@@ -18,8 +18,16 @@ from fdabench.cli.files import guarded
 STAGES = (config, data, train, report, archive, bench, flower, theory)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusal is one line (argparse prints the whole usage first), exit status 2; its
+    subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fdabench", description="Federated domain adaptation experiments (called by the Snakemake rules)."
     )
     parser.add_argument(

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from fdabench.cli.common import CommandError, cell_arguments, suite_cell
+from fdabench.cli.common import CommandError, bounded, cell_arguments, suite_cell
 from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_ROOT, UPDATED
 
 
@@ -51,8 +51,6 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
         from fdabench.config import load_params
 
         budget = run.DEFAULT_BUDGET if args.budget_seconds is None else args.budget_seconds
-        if budget <= 0:
-            raise CommandError(f"--budget-seconds must be positive, not {budget}")
         result = run.run_gpu_bench(load_params(args.params), args.output_dir, args.dry_run, budget)
         paths = (Path(args.output_dir) / run.JSON_NAME, Path(args.output_dir) / run.MARKDOWN_NAME)
     if args.docs:
@@ -106,28 +104,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
     )
     cell_arguments(p, "cell")
-    p.add_argument("--rounds", type=int, default=3, help="cell: FDA rounds to time, after at most one warm-up round")
+    p.add_argument(
+        "--rounds", type=bounded("rounds"), default=3, help="cell: FDA rounds to time, after at most one warm-up round"
+    )
     p.add_argument(
         "--cohort",
         choices=["auto", "on", "off", "both"],
         help="cell: the train setting cohort (default: the cell's); both: off and on alternately, compared",
     )
-    p.add_argument("--sources", type=int, nargs="+", default=[2, 10, 50], help="numbers of sources N")
+    p.add_argument("--sources", type=bounded("count"), nargs="+", default=[2, 10, 50], help="numbers of sources N")
     p.add_argument(
         "--sizes",
-        type=lambda v: int(float(v)),
+        type=bounded("count"),
         nargs="+",
         default=[100_000, 1_000_000, 11_689_512],
         help="update sizes m (1.1e7 is ResNet-18)",
     )
-    p.add_argument("--batches", type=int, default=8, help="target batch updates B for auto-weighting")
+    p.add_argument("--batches", type=bounded("count"), default=8, help="target batch updates B for auto-weighting")
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all", help="all: CPU, and CUDA when present")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=bounded("count"),
         help="aggregation, startup: timings of each (default 5); cell --cohort both: runs of each mode (default 2)",
     )
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--threads", type=bounded("threads_per_cell"), help="torch CPU threads (default: torch's)")
     p.add_argument("--output", type=OUTPUT, help="also write the table as CSV (cell: the measurements as JSON)")
     p.add_argument(
         "--dry-run",
@@ -142,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--budget-seconds",
-        type=float,
+        type=bounded("budget_seconds", float),
         help="gpu: the time the stages may take together (default 480); a stage that no longer fits is skipped, "
         "with the reason recorded",
     )

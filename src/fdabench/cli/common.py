@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fdabench.cli.files import INPUT
@@ -21,6 +21,32 @@ def json_argument(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+
+
+def bounded(name: str, kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a `kind` (int: written as one, or as a whole float such as 1.1e7) within the bound the params
+    schema declares for `name` (`fdabench.config.schema.option_schema`: a setting the option shadows, or a CLI
+    option's own), so that both refuse the same values, naming the option, before anything runs. The schema is
+    imported when the option is given, so every --help stays quick."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = float(text) if kind is float else int(text) if text.strip().lstrip("+-").isdigit() else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if kind is int:
+            if not (isinstance(value, int) or value.is_integer()):
+                raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+            value = int(value)
+        from fdabench.config.schema import value_problem
+
+        problem = value_problem(name, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def require_json(path: str, what: str, job: str, kind: str | None = None) -> Any:
@@ -91,7 +117,7 @@ def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """--params, --target, --seed: which cell of SUITE EXPERIMENT METHOD (`purpose`: the action they serve)."""
     parser.add_argument("--params", type=INPUT, default="params.yaml", help=f"{purpose}: the params file")
     parser.add_argument("--target", help=f"{purpose}: the target (default: the experiment's first)")
-    parser.add_argument("--seed", type=int, help=f"{purpose}: the seed (default: the experiment's first)")
+    parser.add_argument("--seed", type=bounded("seeds"), help=f"{purpose}: the seed (default: the experiment's first)")
 
 
 def suite_arguments(parser: argparse.ArgumentParser) -> None:

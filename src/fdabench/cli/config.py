@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from fdabench.cli.common import json_argument, suite_arguments
+from fdabench.cli.common import CommandError, json_argument, suite_arguments
 from fdabench.cli.files import OUTPUT
 
 
@@ -33,7 +33,7 @@ def cmd_check_method(args: argparse.Namespace) -> int:
     try:
         results = check_method(args.name, args.hparams)
     except (KeyError, ValueError) as error:
-        raise SystemExit(f"fdabench: {error}") from None
+        raise CommandError(str(error).strip("'\"")) from None
     print(format_results(args.name, results))
     return 1 if failures(results) else 0
 

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from fdabench.cli.common import CommandError, json_argument, require_prepared
+from fdabench.cli.common import CommandError, bounded, json_argument, require_prepared
 from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT
 
 
@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dataset", choices=["midrc", "chexpert", "mimic"], help="the hospital dataset to stand in for")
     p.add_argument("--output", type=OUTPUT_ROOT, required=True, help="directory for manifest.csv and images/")
-    p.add_argument("--per-domain", type=int, default=60, help="images per domain (default 60)")
+    p.add_argument("--per-domain", type=bounded("count"), default=60, help="images per domain (default 60)")
     p.set_defaults(handler=cmd_stand_in)
 
     p = sub.add_parser(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fdabench.cli.common import cell_arguments, suite_cell
+from fdabench.cli.common import bounded, cell_arguments, suite_cell
 from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_ROOT, PathRole
 
 
@@ -79,12 +79,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--result", type=OUTPUT, help="simulate, deploy, app: the result file the server writes")
     p.add_argument("--dropout", choices=DROPOUT_POLICIES, default=DEFAULT_DROPOUT, help="what a missing site does")
     p.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds a site has to answer a message"
+        "--timeout",
+        type=bounded("timeout_seconds", float),
+        default=DEFAULT_TIMEOUT_SECONDS,
+        help="seconds a site has to answer a message",
     )
     p.add_argument(
-        "--wait-seconds", type=float, default=DEFAULT_WAIT_SECONDS, help="--dropout wait: how long to keep asking"
+        "--wait-seconds",
+        type=bounded("wait_seconds", float),
+        default=DEFAULT_WAIT_SECONDS,
+        help="--dropout wait: how long to keep asking",
     )
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the server and of each site")
+    p.add_argument(
+        "--threads", type=bounded("threads_per_cell"), default=1, help="torch threads of the server and of each site"
+    )
     p.add_argument("--work", type=OUTPUT_ROOT, help="deploy: keep the processes' logs here")
     p.add_argument(
         "--fault",

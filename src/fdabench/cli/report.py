@@ -335,14 +335,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rope",
         type=float,
-        help="region of practical equivalence of the Bayesian comparison, in the table's unit (default: params.yaml "
-        "sweep setting rope's default)",
+        help="region of practical equivalence of the Bayesian comparison, in the table's unit (default: the sweep "
+        "setting rope's default)",
     )
     p.add_argument(
         "--min-validation",
         type=int,
-        help="warn where target_val selects on fewer target validation samples per cell (default: params.yaml sweep "
-        "setting min_validation's default)",
+        help="warn when target_val selects on fewer target validation samples per cell (default: the sweep setting "
+        "min_validation's default)",
     )
     p.add_argument("--title", help="title shown above the output")
     p.add_argument("--allow-mixed-code", action="store_true", help="read cells that ran with different code")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fdabench.cli.common import json_argument, require_json, require_prepared
+from fdabench.cli.common import bounded, json_argument, require_json, require_prepared
 from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT
 
 
@@ -60,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
-    p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--draws", type=bounded("draws"), default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
+    p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from fdabench.cli.common import CommandError, json_argument, require_json, require_prepared
+from fdabench.cli.common import CommandError, bounded, json_argument, require_json, require_prepared
 from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT, PathRole
 
 
@@ -145,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)")
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
     p.add_argument(
         "--device",
         choices=["auto", "cpu", "cuda"],
@@ -153,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=bounded("checkpoint_every"),
         default=0,
         metavar="K",
         help="save the round loop's state every K rounds beside the output and resume from it when rerun "

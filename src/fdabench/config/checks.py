@@ -11,8 +11,9 @@ import math
 import re
 from typing import Any
 
-from fdabench.config import resolve, sweep
-from fdabench.config.schema import DEFAULT_LIMITS, object_schema, schema_errors
+from fdabench.config import names, resolve, sweep
+from fdabench.config.partition_checks import partition_errors
+from fdabench.config.schema import DEFAULT_LIMITS, object_schema, place, schema_errors, with_bounds
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
 from fdabench.core.plugins import unknown_name_hint
@@ -27,8 +28,7 @@ from fdabench.theory.roles import theory_roles
 def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
     """NaN and ±infinity anywhere in params (YAML's .nan and .inf pass every minimum/maximum check)."""
     if isinstance(value, float) and not math.isfinite(value):
-        place = ".".join(map(str, where)) or "(top level)"
-        return [f"{place}: {value} is not a finite number; write a number (NaN and infinity are refused)"]
+        return [f"{place(where)}: {value} is not a finite number; write a number (NaN and infinity are refused)"]
     if isinstance(value, dict):
         return [problem for key, item in value.items() for problem in non_finite_errors(item, (*where, key))]
     if isinstance(value, list):
@@ -59,7 +59,77 @@ def semantic_errors(raw: dict[str, Any]) -> list[str]:
                 f"{', '.join(paths.RESERVED_RESULT_FOLDERS)})"
             )
         problems += _suite_errors(raw, suite_name, suite)
-    return problems + _by_target_errors(raw) + _plugin_collision_errors(raw)
+    return problems + _by_target_errors(raw) + _plugin_collision_errors(raw) + name_errors(raw)
+
+
+def _longest(values) -> str:
+    return max(map(str, values), key=len, default="")
+
+
+def _short(where: str) -> str:
+    """A place for a message, each part cut to 40 characters (a name can be thousands long)."""
+    return ".".join(part if len(part) <= 40 else part[:40] + "..." for part in where.split("."))
+
+
+def name_errors(raw: dict[str, Any]) -> list[str]:
+    """Every name that becomes a path or a command argument passes `fdabench.config.names.name_problem`; where all of
+    an experiment's do, the paths its longest names make fit the file system (`names.path_problem`)."""
+    named = [] if raw["suite"] in raw["suites"] else [("suite", "suite", raw["suite"])]  # else checked as a suite's
+    named += [(f"dvc.suites[{i}]", "suite", name) for i, name in enumerate((raw.get("dvc") or {}).get("suites", []))]
+    for name, variant in (raw.get("methods") or {}).items():
+        named.append(("methods", "method", name))
+        named += [(f"methods.{name}.by_target", "target", target) for target in variant.get("by_target") or {}]
+    problems = _named_errors(named)
+    root = (raw.get("data") or {}).get("root", "data")
+    for suite_name, suite in raw["suites"].items():
+        where_suite = f"suites.{suite_name}"
+        named = [("suites", "suite", suite_name)]
+        for kind, singular in (("tables", "table"), ("figures", "figure"), ("theory_checks", "theory check")):
+            named += [(f"{where_suite}.{kind}", singular, name) for name in suite.get(kind) or {}]
+        suite_problems = _named_errors(named)
+        problems += suite_problems
+        for exp_name, exp in suite["experiments"].items():
+            where = f"{where_suite}.experiments.{exp_name}"
+            methods = resolve.expanded_methods(raw, suite, exp)
+            targets = _targets_or_none(raw, exp) or []
+            named = [(f"{where_suite}.experiments", "experiment", exp_name)]
+            named += [(f"{where}.methods", "method", method) for method in methods]
+            named += [(f"{where}.targets", "target", target) for target in targets]
+            members = [("dataset", exp["dataset"]), ("partitioner", resolve.partitioner_name(exp))]
+            members += [("method", resolve.algorithm_of(raw, method)) for method in methods]
+            members.append(("model", resolve.train_settings(suite, exp).get("model")))
+            named += [(where, f"registered {family}", member) for family, member in members if member is not None]
+            experiment_problems = _named_errors(named)
+            problems += experiment_problems
+            if experiment_problems or suite_problems:
+                continue
+            values = {
+                "suite": suite_name,
+                "experiment": exp_name,
+                "method": _longest(methods),
+                "target": _longest(targets),
+                "seed": _longest(resolve.experiment_seeds(suite, exp)),
+                "table": _longest(suite.get("tables") or {}),
+                "figure": _longest(suite.get("figures") or {}),
+                "check": _longest(suite.get("theory_checks") or {}),
+                "ext": _longest(paths.TABLE_EXTENSIONS),
+                "data": root,
+            }
+            problem = names.path_problem({key: value for key, value in values.items() if value})
+            if problem:
+                problems.append(f"{_short(where)}: {problem}")
+    return problems
+
+
+def _named_errors(named: list[tuple[str, str, Any]]) -> list[str]:
+    """(place, kind, name) -> one line per name that `names.name_problem` refuses (each once)."""
+    problems = []
+    for where, kind, name in named:
+        problem = names.name_problem(name, kind)
+        line = f"{_short(where)}: {problem}"
+        if problem and line not in problems:
+            problems.append(line)
+    return problems
 
 
 def _plugin_collision_errors(raw: dict[str, Any]) -> list[str]:
@@ -235,6 +305,8 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += _validation_errors(where, sweep.validation(suite, exp), partition_targets(raw, exp))
     problems += _labelled_override_errors(raw, where, exp)
     problems += cross_field_errors(where, suite, exp, train, partition_targets(raw, exp))
+    if not problems and suite is raw["suites"].get(raw["suite"]):  # the active suite's: the split needs valid
+        problems += _partition_errors(raw, suite, where, exp)  # options and targets, and takes seconds
     missing = [key for key in REQUIRED_TRAIN if key not in train]
     if missing:
         problems.append(f"{where}.train: missing {', '.join(missing)} (no default for {exp['dataset']})")
@@ -242,6 +314,22 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     if unknown_train:
         problems.append(f"{where}.train: unknown keys {sorted(unknown_train)}")
     return problems
+
+
+def _partition_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, exp: dict[str, Any]) -> list[str]:
+    targets = _targets_or_none(raw, exp)
+    if targets is None:
+        return []
+    return partition_errors(
+        f"{where}.partition",
+        exp["dataset"],
+        resolve.dataset_options(raw, exp["dataset"], exp),
+        (raw.get("data") or {}).get("root", "data"),
+        resolve.partitioner_name(exp),
+        resolve.experiment_partition_options(exp),
+        targets,
+        resolve.experiment_seeds(suite, exp),
+    )
 
 
 def _theory_check_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, check: dict[str, Any]) -> list[str]:
@@ -586,7 +674,9 @@ def _spec_errors(where: str, spec: dict[str, Any], setting_schema: dict[str, Any
     problem = search.spec_problem(spec)
     if problem:
         return [f"{where}: {problem}"]
-    value_schema = {key: value for key, value in setting_schema.items() if key not in ("search", "default")}
+    value_schema = {
+        key: value for key, value in with_bounds({"": setting_schema})[""].items() if key not in ("search", "default")
+    }
     kind, arguments = search.spec_kind(spec)
     problems = []
     for value in arguments:

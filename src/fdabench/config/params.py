@@ -21,6 +21,7 @@ from fdabench.config.schema import (
     violation_messages,
 )
 from fdabench.core import devices, paths
+from fdabench.core.errors import did_you_mean
 from fdabench.core.io import content_hash
 from fdabench.core.registry import schema_defaults
 from fdabench.core.strict_yaml import read_params_file
@@ -101,7 +102,12 @@ class Params:
         return dataset, content_hash(self.dataset_options(dataset, experiment))[:12]
 
     def for_suite(self, name: str) -> Params:
-        """The same (validated) parameters with `name` the active suite."""
+        """The same (validated) parameters with `name` the active suite; an unknown name is refused (ParamsError)."""
+        if name not in self.raw["suites"]:
+            raise ParamsError(
+                f"unknown suite {name!r}; allowed values: {', '.join(self.raw['suites'])}"
+                f"{did_you_mean(name, self.raw['suites'])}"
+            )
         return Params({**self.raw, "suite": name})
 
     def prepared_path(self, experiment: str) -> str:

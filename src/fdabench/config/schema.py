@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import math
+import threading
 from typing import Any
 
 import jsonschema
 
+from fdabench.config.names import NAME_PATTERN, NAME_RULE
 from fdabench.config.sweep import SWEEP_SETTINGS, VALIDATION_SETTINGS
 from fdabench.core.errors import ParamsError, did_you_mean  # noqa: F401  (ParamsError: raised by the config package)
 from fdabench.core.metrics import METRICS
@@ -22,10 +25,8 @@ from fdabench.theory.roles import DEFAULT_DRAWS, ROLES
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)
 DEFAULT_LIMITS = {"rounds": 100_000, "cells": 20_000}
 
-NAME_PATTERN = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"
-NAME_RULE = "letters, digits and _ . + - only, not starting with '.'"
 #: paths that reach shell commands (quoted there): the name characters, spaces and /, no part starting with -
-SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+$"
+SAFE_PATH_PATTERN = r"^(?!-)(?!.*/-)[A-Za-z0-9_.+ /-]+(?!\n)$"
 SAFE_PATH_RULE = "letters, digits, spaces and _ . + - / only, no part starting with '-'"
 
 
@@ -82,6 +83,117 @@ DATA_SETTINGS: dict[str, Any] = {
 }
 
 
+#: the bounds of every number a consumer takes, declared here once, each with its consumer. Every integer and number
+#: setting of the schema (components' options and hyper-parameters included, through `object_schema`) takes the
+#: bound of its name, else of its type; a CLI option that sets the same thing takes the same bound (`option_schema`,
+#: `fdabench.cli.common.bounded`); CLI options that shadow no setting have theirs here too.
+BOUNDS: dict[str, dict[str, Any]] = {
+    "integer": {"maximum": 2**63 - 1, "consumer": "torch and numpy hold integers as int64"},
+    "number": {
+        "maximum": 3.4028234663852886e38,
+        "consumer": "the models compute in float32, where a larger number is infinity",
+    },
+    "seeds": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 2**32 - 1,
+        "consumer": "numpy.random.RandomState, which draws leave_one_domain_out's published split, takes seeds "
+        "below 2**32 (the narrowest seeded generator of a cell)",
+    },
+    "threads_per_cell": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 2**31 - 1,
+        "consumer": "torch.set_num_threads takes a C int",
+    },
+    "gpus": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 127,
+        "consumer": "torch numbers CUDA devices with an int8 (c10::DeviceIndex)",
+    },
+    # CLI options that shadow no setting
+    "timeout_seconds": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": threading.TIMEOUT_MAX,
+        "consumer": "the Flower server waits for a site's answer at most threading.TIMEOUT_MAX seconds",
+    },
+    "wait_seconds": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": threading.TIMEOUT_MAX,
+        "consumer": "the Flower server waits for missing sites at most threading.TIMEOUT_MAX seconds",
+    },
+    "budget_seconds": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": threading.TIMEOUT_MAX,
+        "consumer": "the GPU bench's stage timer waits at most threading.TIMEOUT_MAX seconds",
+    },
+    "count": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 2**63 - 1,
+        "consumer": "the benchmarks' and stand-ins' counts and tensor sizes are int64, and at least one of each",
+    },
+}
+
+
+def _bounded(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with the maximum of `name`'s bound (else its numeric type's) where that is narrower than its own."""
+    types = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
+    numeric = [kind for kind in ("integer", "number") if kind in types]
+    if not numeric:
+        return spec
+    maximum = BOUNDS.get(name, BOUNDS[numeric[0]])["maximum"]
+    if maximum >= min(spec.get("maximum", math.inf), spec.get("exclusiveMaximum", math.inf)):
+        return spec
+    return {**{key: value for key, value in spec.items() if key != "exclusiveMaximum"}, "maximum": maximum}
+
+
+def _bound_tree(name: str, spec: Any) -> Any:
+    """`spec` and every number below it (array items, mapping values, alternatives: of the same name; properties: of
+    theirs) bounded."""
+    if not isinstance(spec, dict):
+        return spec
+    spec = _bounded(name, spec)
+    nested = {key: _bound_tree(name, spec[key]) for key in ("items", "additionalProperties") if key in spec}
+    nested |= {key: [_bound_tree(name, item) for item in spec[key]] for key in ("oneOf", "anyOf") if key in spec}
+    if isinstance(spec.get("properties"), dict):
+        nested["properties"] = with_bounds(spec["properties"])
+    return {**spec, **nested}
+
+
+def with_bounds(properties: dict[str, Any]) -> dict[str, Any]:
+    """Object properties, each number below them bounded by `BOUNDS`."""
+    return {name: _bound_tree(name, spec) for name, spec in properties.items()}
+
+
+def option_schema(name: str) -> dict[str, Any]:
+    """The schema of one value of a CLI option: a setting's (`rounds`, `seeds`, `threads_per_cell`, `draws`, ...) or
+    a `BOUNDS` entry's own."""
+    settings = {**TRAIN_SCHEMA, **TOP_LEVEL_SETTINGS, **THEORY_CHECK_SETTINGS, "seeds": {"items": BOUNDS["seeds"]}}
+    spec = with_bounds({name: settings.get(name, BOUNDS.get(name))})[name]
+    spec = spec.get("items", spec)
+    return {key: value for key, value in spec.items() if key not in ("default", "search", "consumer", "description")}
+
+
+def bound_consumer(spec: dict[str, Any], name: str) -> str:
+    """` (who sets it)` where `spec`'s maximum is a `BOUNDS` bound (of `name`, else of its numeric type), else ''."""
+    kinds = spec.get("type") if isinstance(spec.get("type"), list) else [spec.get("type")]
+    bound = BOUNDS.get(name) or next((BOUNDS[kind] for kind in ("integer", "number") if kind in kinds), {})
+    return f" ({bound['consumer']})" if "maximum" in bound and bound["maximum"] == spec.get("maximum") else ""
+
+
+def value_problem(name: str, value: Any) -> str | None:
+    """Why `value` cannot be given to the CLI option that sets `name` (`option_schema`), or None."""
+    spec = option_schema(name)
+    for error in jsonschema.Draft202012Validator(spec).iter_errors(value):
+        return error.message + (bound_consumer(spec, name) if error.validator == "maximum" else "")
+    return None
+
+
 def _name(description: str) -> dict[str, Any]:
     return {"type": "string", "pattern": NAME_PATTERN, "description": description}
 
@@ -89,7 +201,7 @@ def _name(description: str) -> dict[str, Any]:
 def object_schema(
     properties: dict[str, Any], required: list[str] | None = None, description: str = ""
 ) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": with_bounds(properties)}
     if required:
         schema["required"] = required
     if description:
@@ -304,15 +416,22 @@ def params_schema() -> dict[str, Any]:
 REGISTERED_KEYS = {"dataset": "dataset", "partitioner": "partitioner", "model": "model", "algorithm": "method"}
 
 
-def _path(parts) -> str:
+def place(parts) -> str:
+    """A key path for a message: keys joined by '.', list indices in brackets; a key that is not plain printable text
+    (a newline, a control character, spaces around it) quoted, so that a message stays one line per problem."""
     text = ""
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        part = str(part)
+        shown = part if part and part.isprintable() and part.strip() == part else repr(part)
+        text += f".{shown}" if text else shown
     return text or "(top level)"
 
 
 def _format_schema_error(error, prefix: tuple = ()) -> str:
-    where = _path([*prefix, *error.absolute_path])
+    where = place([*prefix, *error.absolute_path])
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
@@ -322,6 +441,9 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
             f"{where}: unknown key(s) {', '.join(map(repr, unexpected))}; "
             f"allowed keys: {', '.join(allowed) or '(none)'}{hint}"
         )
+    allowed_values = ", ".join(map(str, error.validator_value)) if error.validator == "enum" else ""
+    if error.validator == "enum" and not isinstance(error.instance, str):  # a name is a string: no hint to give
+        return f"{where}: {error.instance!r} has the wrong type; expected one of {allowed_values}"
     if error.validator == "enum":
         message = (
             f"{where}: {error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
@@ -336,6 +458,9 @@ def _format_schema_error(error, prefix: tuple = ()) -> str:
         return f"{where}: name {error.instance!r} is not allowed ({NAME_RULE})"
     if error.validator == "type":
         return f"{where}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+    if error.validator == "maximum":
+        names = [part for part in error.absolute_path if isinstance(part, str)]
+        return f"{where}: {error.message}{bound_consumer(schema, names[-1] if names else '')}"
     if error.validator == "oneOf" and where.endswith("targets"):
         return f"{where}: {error.instance!r} must be 'all' or a list of target names ({NAME_RULE})"
     return f"{where}: {error.message}"

@@ -29,7 +29,9 @@ from typing import Any
 
 import torch
 
+from fdabench.config.checks import non_finite_errors
 from fdabench.config.extends import deep_merge
+from fdabench.config.schema import object_schema, schema_errors
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.rounds import run_rounds
@@ -295,6 +297,9 @@ def check_method(method: str | type[Method], hparams: dict[str, Any] | None = No
             f"{cls.name} runs its own protocol, not the round loop; the kit checks round-loop rules "
             "(RoundLoopMethod): test its protocol as tests/federation/test_privacy_boundary.py does"
         )
+    problems = hparams_problems(cls, hparams)
+    if problems:  # refused before any check runs: the checks would test a method no params file could configure
+        raise ValueError(f"{cls.name}: invalid hyper-parameters: " + "; ".join(problems))
     make = lambda: cls(hparams)
     problem, settings = small_problem(), TrainSettings.from_dict(deep_merge(SETTINGS, cls.requires_train))
     try:
@@ -313,6 +318,16 @@ def check_method(method: str | type[Method], hparams: dict[str, Any] | None = No
             problem_text = f"{type(error).__name__}: {error}"
         results.append(CheckResult(name, not problem_text, problem_text))
     return results
+
+
+def hparams_problems(cls: type[Method], hparams: Any) -> list[str]:
+    """What params.yaml's validation would refuse about `hparams` for `cls` (its own schema, with the bounds of
+    `fdabench.config.schema`), one readable line each."""
+    if hparams is None:
+        return []
+    if not isinstance(hparams, dict):
+        return [f'{hparams!r} is not a mapping of hyper-parameters (JSON such as {{"beta": 0.5}})']
+    return non_finite_errors(hparams) or schema_errors(hparams, object_schema(cls.hparams_schema))
 
 
 def failures(results: list[CheckResult]) -> list[CheckResult]:
