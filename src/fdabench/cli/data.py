@@ -8,6 +8,7 @@ import sys
 import time
 
 from fdabench.cli.common import CommandError, json_argument, refuse_overwriting_inputs, require_prepared
+from fdabench.cli.file_arguments import reads
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -117,7 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_acquire)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
+    reads(
+        p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)"),
+        "prepared",
+    )
     p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
     p.add_argument("--seed", type=int, required=True, help="the seed of the split")
     p.add_argument("--partitioner", help="partitioner name (default: the dataset's)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fdabench.cli.common import json_argument, refuse_overwriting_inputs, require_json, require_prepared
+from fdabench.cli.file_arguments import reads
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
@@ -56,16 +57,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cell", type=json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
     )
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
-    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
+    reads(
+        p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)"),
+        "prepared",
+    )
+    reads(p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)"), "partition")
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
     p.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--output", required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
-    p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`")
-    p.add_argument("--cells", nargs="+", required=True, help="cell files of the rules")
+    reads(p.add_argument("--initial", nargs="+", required=True, help="files written by `theory init`"), "theory_init")
+    reads(p.add_argument("--cells", nargs="+", required=True, help="cell files of the rules"), "cell")
     p.add_argument(
         "--roles",
         type=json_argument,

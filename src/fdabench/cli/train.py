@@ -14,6 +14,7 @@ from fdabench.cli.common import (
     require_prepared,
     require_writable,
 )
+from fdabench.cli.file_arguments import reads
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -126,8 +127,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the cell's code fingerprint as the train rule worked it out (JSON: fingerprint, modules); default: "
         "computed here",
     )
-    p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)")
-    p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)")
+    reads(
+        p.add_argument("--prepared", required=True, help="the prepared dataset directory (fdabench prepare)"),
+        "prepared",
+    )
+    reads(p.add_argument("--partition", required=True, help="the partition JSON (fdabench partition)"), "partition")
     p.add_argument("--output", required=True, help="the file to write")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the cell's device")

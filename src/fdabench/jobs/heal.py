@@ -13,14 +13,13 @@ neither torch nor the library: the cell's configuration and code fingerprint com
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fdabench.cell.result import FORMAT
-from fdabench.core.io import read_json
+from fdabench.core.readers import FileReadError, read_json
 
 
 def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]]) -> tuple[str, str]:
@@ -28,9 +27,11 @@ def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[],
     (`code()`: `{fingerprint, modules}`, `fdabench.cell.fingerprint.CodeFingerprint.to_json`) params.yaml and the
     source now give."""
     try:
-        result = read_json(result_path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return "stale", f"unreadable result ({error}); snakemake reruns it"
+        result = read_json(result_path, "a cell result")
+    except FileNotFoundError:
+        raise
+    except FileReadError as error:
+        return "stale", f"unreadable result ({error.problem}); snakemake reruns it"
     if not isinstance(result, dict):
         return "stale", "not a cell result; snakemake reruns it"
     if result.get("format") != FORMAT:
