@@ -77,8 +77,10 @@ def _problem(error: BaseException, what: str) -> str | None:
         return f"is not a valid gzip file ({detail}); delete it and fetch or make {what} again"
     if isinstance(error, OSError):
         return f"could not be read as {what} ({error.strerror or detail})"
-    if isinstance(error, (KeyError, IndexError, TypeError, AttributeError)):
-        return f"is not {what} (it lacks the expected entry {detail}); pass {what}"
+    if isinstance(error, KeyError):
+        return f"is not {what} (it has no entry {detail}); pass {what}"
+    if isinstance(error, (IndexError, TypeError, AttributeError)):
+        return f"is not {what} (not the shape of one: {detail}); pass {what}"
     return f"could not be read as {what} ({type(error).__name__}: {detail})"
 
 
