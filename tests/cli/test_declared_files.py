@@ -193,3 +193,25 @@ def test_two_outputs_that_are_one_file_are_refused(tmp_path, capsys):
     assert main(["table", str(cell), "--csv", str(out), "--md", str(tmp_path / "x" / ".." / "a.csv")]) == 2
     assert "are the same file; give each output its own path" in capsys.readouterr().err
     assert not out.exists()
+
+
+#: reading arguments whose files are no fdabench kind (raw data as downloaded) or that no person passes (a worker's)
+NO_KIND = {("prepare", "raw_root"), ("acquire", "mirror"), ("bench", "worker")}
+
+
+def test_the_files_an_argument_reads_and_their_kind_are_declared_together():
+    """An argument declared as read for the bad-file harness (`fdabench.cli.file_arguments.reads`, with its kind) has
+    a role that reads (`fdabench.cli.files`), and a role that reads names its kind: the two declarations cannot drift
+    apart (the flower folder is a derived path, declared by its command)."""
+    from fdabench.cli.file_arguments import input_kind
+
+    unroled, unkinded = [], []
+    for words, parser in COMMANDS:
+        for action in parser._actions:
+            key = (" ".join(words), action.dest)
+            reads = isinstance(action.type, PathRole) and action.type.reads
+            if input_kind(action) and not reads and (words[0], action.dest) not in DERIVED:
+                unroled.append(key)
+            if reads and not input_kind(action) and (words[0], action.dest) not in NO_KIND:
+                unkinded.append(key)
+    assert not unroled and not unkinded, (unroled, unkinded)

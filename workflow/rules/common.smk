@@ -19,6 +19,7 @@ from fdabench.cell.reading import read_verified_cell
 from fdabench.cell.result import report_labels
 from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
+from fdabench.core.readers import FileReadError
 from fdabench.core.strict_yaml import check_params_files
 from fdabench.jobs.heal import heal_cell, heal_link
 from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
@@ -43,7 +44,7 @@ def validated_params():
 # strictly first (fdabench.core.strict_yaml: quick, and without the library or torch).
 try:
     check_params_files(workflow.configfiles)
-except ParamsError as error:
+except (ParamsError, FileReadError) as error:
     raise WorkflowError(str(error)) from None
 
 

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fdabench.config import validate_params
+from fdabench.core.readers import read_json
 from fdabench.tensor_math.aggregation import StreamingAutoWeights, auto_weights, fedgp
 
 RESNET18_PARAMETERS = 11_689_512
@@ -360,8 +361,7 @@ def startup_rows(repeats: int, rounds: int = 2) -> list[dict[str, Any]]:
                 started = time.perf_counter()
                 subprocess.run(command, check=True, capture_output=True, env=environment)
                 seconds = time.perf_counter() - started
-                with open(os.path.join(directory, "cell.json")) as handle:
-                    result = json.load(handle)
+                result = read_json(os.path.join(directory, "cell.json"), "the bench cell's result")
                 phase = "server start" if server == "1" and repeat == 0 else "job"
                 rows.append(
                     {

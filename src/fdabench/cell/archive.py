@@ -43,6 +43,7 @@ from fdabench.cell.result import CELL_KEYS, FORMAT
 from fdabench.cell.staleness import code_changes
 from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import atomic_path, canonical_json
+from fdabench.core.readers import FileReadError, read_bytes, reading
 
 ARCHIVE_FORMAT = "fdabench.archive/1"
 ARCHIVE_ROOT = Path("docs") / "reproduction"
@@ -197,25 +198,25 @@ def decode(data: bytes, source: str = "the archive") -> list[dict[str, Any]]:
     """The records of an archive file's bytes, checked: each a record of this format, in canonical form, unedited
     (its digest, where it has one, matches it: `fdabench.cell.digest`), sorted by identity, one per cell (anything
     else was not written by `fdabench archive add`)."""
-    try:
+    if not data:
+        raise FileReadError(source, "is empty (an archive of no records still has a gzip header); restore it from git")
+    with reading(source, "a reproduction archive (gzip'd JSON lines)"):
         text = gzip.decompress(data).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as error:
-        raise ValueError(f"{source}: not a gzip'd archive ({error})") from None
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{source}, line {number}: not JSON ({error})") from None
+            raise FileReadError(source, f"line {number}: not JSON ({error})") from None
         if not isinstance(record, dict) or record.get("format") != ARCHIVE_FORMAT:
             found = record.get("format") if isinstance(record, dict) else None
-            raise ValueError(
-                f"{source}, line {number}: format {found!r}, not {ARCHIVE_FORMAT} (written by another fdabench?)"
+            raise FileReadError(
+                source, f"line {number}: format {found!r}, not {ARCHIVE_FORMAT} (written by another fdabench?)"
             )
         if _line(record) != line:
-            raise ValueError(
-                f"{source}, line {number}: not in canonical form (edited by hand?); rebuild it with "
-                "`fdabench archive add`"
+            raise FileReadError(
+                source,
+                f"line {number}: not in canonical form (edited by hand?); rebuild it with `fdabench archive add`",
             )
         try:
             verify(record, f"{source}, line {number} ({record_name(record)})")
@@ -224,9 +225,9 @@ def decode(data: bytes, source: str = "the archive") -> list[dict[str, Any]]:
         records.append(record)
     order = [identity(record) for record in records]
     if order != sorted(order) or len(set(order)) != len(order):
-        raise ValueError(f"{source}: records out of order or repeated (edited by hand?)")
+        raise FileReadError(source, "records out of order or repeated (edited by hand?)")
     if text and not text.endswith("\n"):
-        raise ValueError(f"{source}: truncated (no newline after its last record)")
+        raise FileReadError(source, "truncated (no newline after its last record)")
     return records
 
 
@@ -235,7 +236,7 @@ def read_archive(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    return decode(path.read_bytes(), str(path))
+    return decode(read_bytes(path, "a reproduction archive"), str(path))
 
 
 def write_archive(path: str | Path, records: Iterable[dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdabench.core.io import read_json
+from fdabench.core.readers import read_json
 
 #: top-level keys of a cell file that differ between equal runs
 VOLATILE_KEYS = ("wall_seconds", "train_seconds", "train_cpu_seconds", "code", "digest")
@@ -64,7 +64,8 @@ def compare_cell_folders(before: Path, after: Path, missing_ok: bool = False) ->
             if not missing_ok:
                 found[name] = ["only in " + ("before" if name in before_files else "after")]
             continue
-        differences = cell_differences(read_json(Path(before) / name), read_json(Path(after) / name))
+        cells = (read_json(Path(folder) / name, "a cell result") for folder in (before, after))
+        differences = cell_differences(*cells)
         if differences:
             found[name] = differences
     return found

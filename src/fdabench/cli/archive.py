@@ -11,7 +11,9 @@ from typing import Any
 
 from fdabench.cell.lock import LOCK
 from fdabench.cli.common import CommandError, suite_arguments
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, OUTPUT_ROOT, UPDATED
+from fdabench.core.readers import FileReadError, read_text
 
 README = Path("README.md")
 PAGES = ("csv", "md", "html")
@@ -108,7 +110,9 @@ def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> N
             raise CommandError(f"{lock}: no such lock file; nothing was added")
         print(f"{lock}: no such lock file here; the cells' versions were not checked against one")
         return
-    pins, python = locked_pins(lock.read_text(encoding="utf-8"))
+    pins, python = locked_pins(read_text(lock, "a lock file (requirements.lock)"))
+    if "torch" not in pins:
+        raise FileReadError(lock, "pins no torch: not a lock `uv pip compile` wrote, or cut short")
     found = {
         "/".join(str(record["cell"][key]) for key in ("experiment", "method", "target", "seed")): problems
         for record in records
@@ -177,7 +181,7 @@ def committed_outputs(archive: Path, suite: str, readme: Path = README) -> dict[
     folder = archive.parent
     outputs = {ext: folder / f"paper_vs_ours.{ext}" for ext in PAGES}
     outputs["summary"] = folder.parent / f"{folder.name}.csv"
-    if readme.is_file() and readme_suite(readme.read_text(encoding="utf-8")) == suite:
+    if readme.is_file() and readme_suite(read_text(readme, "the README")) == suite:
         outputs["readme"] = readme
     return outputs
 
@@ -197,7 +201,7 @@ def regenerate(
         return {}, []
     outputs = outputs if outputs is not None else committed_outputs(archive, suite, readme)
     cells = archived_cells(records)
-    readme_text = outputs["readme"].read_text(encoding="utf-8") if "readme" in outputs else None
+    readme_text = read_text(outputs["readme"], "the README") if "readme" in outputs else None
     texts = compare_texts(cells, suite, readme_text)
     return {path: texts[key] for key, path in outputs.items()}, cells
 
@@ -250,7 +254,7 @@ def compare_archive(args: argparse.Namespace) -> int:
         )
     if args.check:
         differing = [
-            path for path, text in texts.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
+            path for path, text in texts.items() if not path.is_file() or read_text(path, "a generated page") != text
         ]
         for path in differing:
             print(f"{path}: differs from what {archive} regenerates")
@@ -365,20 +369,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         "refuses an incomplete cell, or one that ran other versions than requirements.lock pins (nothing is added "
         "then)",
     )
-    p.add_argument(
-        "cells", type=INPUT, nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)"
+    reads(
+        p.add_argument(
+            "cells", type=INPUT, nargs="+", help="cell result files, or folders of them (e.g. results/cells/paper_cpu)"
+        ),
+        "cell",
     )
-    p.add_argument(
-        "--archive",
-        type=UPDATED,
-        help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)",
+    reads(
+        p.add_argument(
+            "--archive",
+            type=UPDATED,
+            help="the archive file (default: docs/reproduction/<suite>/cells.jsonl.gz of the cells' suite)",
+        ),
+        "archive",
     )
-    p.add_argument(
-        "--lock",
-        type=INPUT,
-        default=str(LOCK),
-        help=f"the lock the cells' recorded torch, Python and fdabench versions must agree with (default {LOCK}); "
-        "a cell that disagrees is refused and nothing is added",
+    reads(
+        p.add_argument(
+            "--lock",
+            type=INPUT,
+            default=str(LOCK),
+            help=f"the lock the cells' recorded torch, Python and fdabench versions must agree with (default {LOCK}); "
+            "a cell that disagrees is refused and nothing is added",
+        ),
+        "lock",
     )
     p.add_argument(
         "--any-versions",
@@ -393,8 +406,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every read, so an edited record is refused by name); records that carry one are verified, nothing else "
         "changes",
     )
-    p.add_argument(
-        "archives", nargs="+", type=UPDATED, help="archive files (e.g. docs/reproduction/paper_cpu/cells.jsonl.gz)"
+    reads(
+        p.add_argument(
+            "archives", nargs="+", type=UPDATED, help="archive files (e.g. docs/reproduction/paper_cpu/cells.jsonl.gz)"
+        ),
+        "archive",
     )
     p.set_defaults(handler=cmd_seal)
 
@@ -405,8 +421,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "lists the others (from an older commit, config changed). On a fresh clone, prepare the data first "
         "(snakemake --config suite=S --until partition): data made after the export make Snakemake rerun the cells",
     )
-    p.add_argument(
-        "--archive", type=INPUT, help="one archive file (default: every docs/reproduction/<suite>/cells.jsonl.gz)"
+    reads(
+        p.add_argument(
+            "--archive", type=INPUT, help="one archive file (default: every docs/reproduction/<suite>/cells.jsonl.gz)"
+        ),
+        "archive",
     )
     suite_arguments(p)
     p.add_argument("--root", type=OUTPUT_ROOT, default=".", help="the folder results/cells/ is under (default: .)")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from fdabench.cli.common import CommandError, bounded, cell_arguments, suite_cell
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_ROOT, UPDATED
 
 
@@ -35,7 +36,8 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
 
 def cmd_bench_gpu(args: argparse.Namespace) -> int:
     from fdabench.bench.gpu import report, run
-    from fdabench.core.io import read_json, write_text_atomic
+    from fdabench.core.io import write_text_atomic
+    from fdabench.core.readers import FileReadError, read_json, read_text
 
     if args.worker:  # one packed cell's process, started by the packing stage
         from fdabench.bench.gpu.stages import worker
@@ -44,8 +46,20 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
             raise CommandError("bench gpu --worker SPEC needs --output FILE")
         worker(args.worker, args.output)
         return 0
+    page = None
+    if args.docs:  # read first: a page that cannot take the block is refused before anything is measured or written
+        page = read_text(args.docs, "a docs page (--docs)")
+        try:
+            report.fill_docs(page, "")
+        except ValueError as error:
+            raise FileReadError(args.docs, str(error)) from None
     if args.source:
-        result = report.validate_result(read_json(args.source))
+        try:
+            result = report.validate_result(read_json(args.source, "a GPU bench result (bench gpu --from)"))
+        except FileReadError:
+            raise
+        except ValueError as error:
+            raise FileReadError(args.source, str(error)) from None
         paths = run.write_outputs(args.output_dir, result)
     else:
         from fdabench.config import load_params
@@ -53,10 +67,9 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
         budget = run.DEFAULT_BUDGET if args.budget_seconds is None else args.budget_seconds
         result = run.run_gpu_bench(load_params(args.params), args.output_dir, args.dry_run, budget)
         paths = (Path(args.output_dir) / run.JSON_NAME, Path(args.output_dir) / run.MARKDOWN_NAME)
-    if args.docs:
-        page = Path(args.docs)
-        write_text_atomic(page, report.fill_docs(page.read_text(encoding="utf-8"), report.docs_block(result)))
-    print(paths[1].read_text(encoding="utf-8"))
+    if page is not None:
+        write_text_atomic(args.docs, report.fill_docs(page, report.docs_block(result)))
+    print(read_text(paths[1], "the bench report"))
     statuses = {name: stage["status"] for name, stage in result["stages"].items()}
     print(f"wrote {paths[0]} and {paths[1]}; stages: " + ", ".join(f"{n} {s}" for n, s in statuses.items()))
     return 0 if all(status in ("ok", "skipped") for status in statuses.values()) else 1
@@ -146,18 +159,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="gpu: the time the stages may take together (default 480); a stage that no longer fits is skipped, "
         "with the reason recorded",
     )
-    p.add_argument(
-        "--from",
-        dest="source",
-        type=INPUT,
-        metavar="JSON",
-        help="gpu: measure nothing; check this bench_gpu.json and write its Markdown (with --docs, the page's block)",
+    reads(
+        p.add_argument(
+            "--from",
+            dest="source",
+            type=INPUT,
+            metavar="JSON",
+            help="gpu: measure nothing; check this bench_gpu.json and write its Markdown (with --docs, the page's "
+            "block)",
+        ),
+        "bench_gpu",
     )
-    p.add_argument(
-        "--docs",
-        type=UPDATED,
-        metavar="PAGE",
-        help="gpu: also fill the gpu-bench block of this Markdown page (docs/benchmarks.md) with the result",
+    reads(
+        p.add_argument(
+            "--docs",
+            type=UPDATED,
+            metavar="PAGE",
+            help="gpu: also fill the gpu-bench block of this Markdown page (docs/benchmarks.md) with the result",
+        ),
+        "markdown",
     )
     p.add_argument("--worker", type=INPUT, metavar="SPEC", help=argparse.SUPPRESS)  # gpu: one packed cell's process
     p.set_defaults(handler=cmd_bench)

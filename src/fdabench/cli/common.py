@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT
 
 
@@ -53,17 +54,18 @@ def require_json(path: str, what: str, job: str, kind: str | None = None) -> Any
     """The JSON of an input file; refuse one that is missing, empty or truncated, naming it and the job that makes it
     again, and one of another kind than `kind` (`fdabench.core.formats`), naming what it is."""
     from fdabench.core.formats import check_kind
-    from fdabench.core.io import read_json
+    from fdabench.core.readers import FileReadError, read_json
 
     try:
-        payload = read_json(path)
+        payload = read_json(path, f"a {what} file")
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file; run {job} first (snakemake does)") from None
-    except IsADirectoryError:
-        raise CommandError(f"{path} is a directory, not a {what} file; pass the file {job} writes") from None
-    except (OSError, ValueError) as error:
+    except FileReadError as error:
+        if os.path.isdir(path):
+            raise CommandError(f"{path} is a directory, not a {what} file; pass the file {job} writes") from None
         raise CommandError(
-            f"{path}: {what} file is not readable JSON ({error}); delete it and rerun {job} (snakemake makes it again)"
+            f"{path}: {what} file is not readable JSON ({error.problem}); delete it and rerun {job} (snakemake makes "
+            "it again)"
         ) from None
     if kind is not None:
         check_kind(path, payload, kind)
@@ -74,7 +76,7 @@ def require_prepared(path: str) -> None:
     """Refuse a `--prepared` that is not a prepared data directory (a file, or a folder without header.json), naming
     what it is; then check its header as `require_json` does."""
     from fdabench.core.formats import describe, kind_of
-    from fdabench.core.io import read_json
+    from fdabench.core.readers import read_json
 
     if os.path.isfile(path):
         try:
@@ -92,7 +94,7 @@ def require_kind(paths: Iterable[str], kind: str) -> None:
     """Refuse, before anything is read for real, an input of another kind than `kind` (`fdabench.core.formats`);
     a file that cannot be read is left to the command's own reader (its message says what is wrong)."""
     from fdabench.core.formats import check_kind
-    from fdabench.core.io import read_json
+    from fdabench.core.readers import read_json
 
     for path in paths:
         try:
@@ -115,21 +117,31 @@ def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
 
 def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """--params, --target, --seed: which cell of SUITE EXPERIMENT METHOD (`purpose`: the action they serve)."""
-    parser.add_argument("--params", type=INPUT, default="params.yaml", help=f"{purpose}: the params file")
+    reads(
+        parser.add_argument("--params", type=INPUT, default="params.yaml", help=f"{purpose}: the params file"), "params"
+    )
     parser.add_argument("--target", help=f"{purpose}: the target (default: the experiment's first)")
     parser.add_argument("--seed", type=bounded("seeds"), help=f"{purpose}: the seed (default: the experiment's first)")
 
 
 def suite_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--params", type=INPUT, default="params.yaml", help="the params file (default: params.yaml)")
-    parser.add_argument(
-        "--with",
-        dest="with_params",
-        type=INPUT,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a params file merged over --params (repeatable), as `snakemake --configfile FILE` merges it: e.g. a "
-        "suite of your own that `extends` a shipped one",
+    reads(
+        parser.add_argument(
+            "--params", type=INPUT, default="params.yaml", help="the params file (default: params.yaml)"
+        ),
+        "params",
+    )
+    reads(
+        parser.add_argument(
+            "--with",
+            dest="with_params",
+            type=INPUT,
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="a params file merged over --params (repeatable), as `snakemake --configfile FILE` merges it: e.g. a "
+            "suite of your own that `extends` a shipped one",
+        ),
+        "params",
     )
     parser.add_argument("--suite", help="the suite to use (default: params `suite`)")

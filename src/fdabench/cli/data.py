@@ -8,6 +8,7 @@ import sys
 import time
 
 from fdabench.cli.common import CommandError, bounded, json_argument, require_prepared
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT
 
 
@@ -118,8 +119,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_acquire)
 
     p = sub.add_parser("partition", help="split a prepared dataset into sources and target splits")
-    p.add_argument(
-        "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+    reads(
+        p.add_argument(
+            "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+        ),
+        "prepared",
     )
     p.add_argument("--target", required=True, help="target name (use --target=-90 for names starting with '-')")
     p.add_argument("--seed", type=int, required=True, help="the seed of the split")

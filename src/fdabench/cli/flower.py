@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from fdabench.cli.common import bounded, cell_arguments, suite_cell
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_ROOT, PathRole
 
 
@@ -17,6 +18,8 @@ def cmd_flower(args: argparse.Namespace) -> int:
         print('fdabench: the flower commands need Flower: uv pip install -e ".[flower]"', file=sys.stderr)
         return 2
     from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.core.errors import ParamsError
+    from fdabench.core.readers import FileReadError
     from fdabench.flower import deploy, simulation
     from fdabench.flower.faults import Fault
     from fdabench.flower.transport import SiteFailure
@@ -48,6 +51,8 @@ def cmd_flower(args: argparse.Namespace) -> int:
             history = simulation.simulate(folder, args.result, *policy, threads=args.threads, faults=faults)
         else:
             history = deploy.deploy_locally(folder, args.result, *policy, threads=args.threads, work=args.work)
+    except (FileReadError, ParamsError):
+        raise  # a bad input file or params: one line and exit status 2, as in every command
     except (MissingCellInputs, SiteFailure, ValueError, FileNotFoundError, RuntimeError, TimeoutError) as error:
         print(f"fdabench: {error}", file=sys.stderr)
         return 1
@@ -71,8 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "deployment (a process per site), or write the Flower app for a deployment across machines",
     )
     p.add_argument("action", choices=["export", "simulate", "deploy", "app"], help="what to do with the cell")
-    p.add_argument(
-        "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
+    reads(
+        p.add_argument(
+            "cell", nargs="+", metavar="ARG", help="export: SUITE EXPERIMENT METHOD; others: the exported folder"
+        ),
+        "flower_export",
     )
     cell_arguments(p, "export")
     p.add_argument("--output", type=OUTPUT_ROOT, help="export: the folder for the site files; app: the app folder")

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from fdabench.cli.common import CommandError, json_argument, require_json
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_FOLDER, UPDATED, PathRole
+from fdabench.core.readers import FileReadError, read_text
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -90,8 +92,6 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from fdabench.core.io import write_text_atomic
     from fdabench.report import paper_vs_ours as report
 
@@ -103,6 +103,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CommandError("compare takes cell files with --csv and --md, or --archive ARCHIVE")
     if args.check:
         raise CommandError("--check compares the pages an archive regenerates with the files: give --archive")
+    readme = None
+    if args.readme:  # read first: a README that cannot take the block is refused before anything is written
+        if not args.suite:
+            raise SystemExit("fdabench compare: --readme needs --suite (the suite the cells belong to)")
+        readme = read_text(args.readme, "the README (--readme)")
+        try:
+            report.replace_status(readme, "")
+        except ValueError as error:
+            raise FileReadError(args.readme, str(error)) from None
     table = report.paper_vs_ours(args.cells)
     ranks = report.average_ranks(report.suite_means(args.cells))
     write_text_atomic(args.csv, report.with_gap_causes(table).to_csv(index=False, float_format="%.4g"))
@@ -112,11 +121,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     summary = report.paper_vs_ours_summary(table)
     if args.summary_csv:
         write_text_atomic(args.summary_csv, summary.to_csv(index=False))
-    if args.readme:
-        if not args.suite:
-            raise SystemExit("fdabench compare: --readme needs --suite (the suite the cells belong to)")
-        readme = Path(args.readme)
-        write_text_atomic(readme, report.replace_status(readme.read_text(), report.status_table(summary, args.suite)))
+    if readme is not None:
+        write_text_atomic(args.readme, report.replace_status(readme, report.status_table(summary, args.suite)))
     return 0
 
 
@@ -250,7 +256,7 @@ def _sweep_outputs(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("table", help="tabulate cells: tidy CSV, paper-layout Markdown, JSON metrics")
-    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
     p.add_argument("--csv", type=OUTPUT, help="write the tidy table (CSV) here")
     p.add_argument("--md", type=OUTPUT, help="write the paper-layout table (Markdown) here")
     p.add_argument("--json", type=OUTPUT, help="write the metrics (JSON, for dvc metrics) here")
@@ -274,7 +280,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "target with its seeds and the published value (a table at a glance); betas: auto-weighting β per source "
         "and round; shift: final metric vs the level in the target name; beta (alpha): final metric vs β (α)",
     )
-    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.add_argument("--title", help="title shown above the output")
     p.add_argument(
@@ -286,14 +292,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_figure)
 
     p = sub.add_parser("metrics", help="a suite's table JSON files in one file, keyed by table (for dvc metrics)")
-    p.add_argument("tables", type=INPUT, nargs="*", help="table JSON files (fdabench table --json)")
+    reads(p.add_argument("tables", type=INPUT, nargs="*", help="table JSON files (fdabench table --json)"), "table")
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.set_defaults(handler=cmd_metrics)
 
     p = sub.add_parser(
         "cells-table", help="every cell with its final metric, device, seconds, code and settings (HTML)"
     )
-    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
     p.add_argument("--html", type=OUTPUT, required=True, help="the HTML page to write")
     p.add_argument("--title", help="title shown above the output")
     p.set_defaults(handler=cmd_cells_table)
@@ -301,7 +307,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plots", help="the per-round series `dvc plots` draws: one CSV per experiment and method (β: per source)"
     )
-    p.add_argument("cells", type=INPUT, nargs="+", help="cell result files")
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
     p.add_argument(
         "--rounds",
         type=OUTPUT_FOLDER,
@@ -321,7 +327,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a sweep's cells read with each selection rule: results/<suite>/sweep_<rule>.{csv,md,html}, paired tests, "
         "average ranks and a critical-difference diagram, and every rule side by side (sweep_rules.*)",
     )
-    p.add_argument("cells", type=INPUT, nargs="+", help="the sweep's cell result files (every draw, trial and fold)")
+    reads(
+        p.add_argument(
+            "cells", type=INPUT, nargs="+", help="the sweep's cell result files (every draw, trial and fold)"
+        ),
+        "cell",
+    )
     p.add_argument("--suite", required=True, help="the suite: outputs go to results/<suite>/")
     p.add_argument(
         "--rules",
@@ -349,13 +360,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_sweep, derived_files=_sweep_outputs)
 
     p = sub.add_parser("compare", help="published vs ours for every cell with a published number")
-    p.add_argument("cells", type=INPUT, nargs="*", help="cell result files (or --archive)")
-    p.add_argument(
-        "--archive",
-        type=INPUT,
-        help="read the cells' records in this reproduction archive instead of cell files (docs/reproduction.md), "
-        "nothing trained; without --csv and --md, write the archive's committed pages: paper_vs_ours.{csv,md,html} "
-        "beside it, the summary <archive folder>.csv and the README's status block when it names the suite",
+    reads(p.add_argument("cells", type=INPUT, nargs="*", help="cell result files (or --archive)"), "cell")
+    reads(
+        p.add_argument(
+            "--archive",
+            type=INPUT,
+            help="read the cells' records in this reproduction archive instead of cell files (docs/reproduction.md), "
+            "nothing trained; without --csv and --md, write the archive's committed pages: paper_vs_ours.{csv,md,html} "
+            "beside it, the summary <archive folder>.csv and the README's status block when it names the suite",
+        ),
+        "archive",
     )
     p.add_argument(
         "--check",
@@ -371,8 +385,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=OUTPUT,
         help="also the per-table summary (rows matched, on which settings, within 3 points)",
     )
-    p.add_argument(
-        "--readme", type=UPDATED, help="rewrite the reproduction-status block of this README from the summary"
+    reads(
+        p.add_argument(
+            "--readme", type=UPDATED, help="rewrite the reproduction-status block of this README from the summary"
+        ),
+        "markdown",
     )
     p.add_argument("--suite", help="the suite the cells belong to (named in the README block)")
     p.set_defaults(handler=cmd_compare)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fdabench.cli.common import bounded, json_argument, require_json, require_prepared
+from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT
 
 
@@ -55,18 +56,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cell", type=json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
     )
-    p.add_argument(
-        "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+    reads(
+        p.add_argument(
+            "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+        ),
+        "prepared",
     )
-    p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)")
+    reads(
+        p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)"),
+        "partition",
+    )
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
     p.add_argument("--draws", type=bounded("draws"), default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.set_defaults(handler=cmd_theory_init)
     p = theory_sub.add_parser("report", help="heatmaps, table and agreement rate from init files and cells")
-    p.add_argument("--initial", type=INPUT, nargs="+", required=True, help="files written by `theory init`")
-    p.add_argument("--cells", type=INPUT, nargs="+", required=True, help="cell files of the rules")
+    reads(
+        p.add_argument("--initial", type=INPUT, nargs="+", required=True, help="files written by `theory init`"),
+        "theory_init",
+    )
+    reads(p.add_argument("--cells", type=INPUT, nargs="+", required=True, help="cell files of the rules"), "cell")
     p.add_argument(
         "--roles",
         type=json_argument,

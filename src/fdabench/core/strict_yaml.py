@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 
 from fdabench.core.errors import ParamsError
+from fdabench.core.formats import describe, kind_of
+from fdabench.core.readers import FileReadError, MissingFileError, read_text
 
 #: values (mappings, lists, scalars) a params document may hold once its aliases are expanded; params.yaml holds
 #: about 2,600
@@ -42,13 +44,21 @@ def load_yaml_text(text: str, where: str) -> Any:
 
 
 def read_params_file(path: str | os.PathLike) -> Any:
-    """A params (or suite) file's data, read strictly (`load_yaml_text`); a missing path or a folder is refused."""
+    """A params (or suite) file's mapping, read strictly (`load_yaml_text`); a missing path, a folder, a file that is
+    not text, an empty one, one that holds no mapping or a file of another fdabench kind is a FileReadError."""
     path = Path(path)
     if not path.exists():
-        raise ParamsError(f"{path} does not exist; pass the params file (--params params.yaml)")
+        raise MissingFileError(path, "does not exist; pass the params file (--params params.yaml)")
     if not path.is_file():
-        raise ParamsError(f"{path} is not a file; pass the params file (--params params.yaml)")
-    return load_yaml_text(path.read_text(encoding="utf-8"), str(path))
+        raise FileReadError(path, "is not a file; pass the params file (--params params.yaml)")
+    data = load_yaml_text(read_text(path, "a params file (YAML text)"), str(path))
+    if data is None:
+        raise FileReadError(path, "is empty; a params file is a YAML mapping (keys suite, suites, ...)")
+    if not isinstance(data, dict):
+        raise FileReadError(path, f"holds a YAML {type(data).__name__}, not a mapping (keys suite, suites, ...)")
+    if kind_of(data) is not None:
+        raise FileReadError(path, f"is {describe(kind_of(data))}, not a params file; pass a params file (params.yaml)")
+    return data
 
 
 def check_params_files(paths: Iterable[str | os.PathLike]) -> None:

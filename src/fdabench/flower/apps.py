@@ -27,7 +27,8 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fdabench.cell.setup import cell_rules
-from fdabench.core.io import read_json, write_json_atomic
+from fdabench.core.io import write_json_atomic
+from fdabench.core.readers import read_json
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
@@ -274,7 +275,7 @@ def make_server_app(defaults: dict[str, Any] | None = None) -> ServerApp:
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         options = {key: _setting(context, defaults, key) for key in (*DEFAULTS, "sites", "cell-file", "result-file")}
-        cell = read_json(options["cell-file"])
+        cell = read_json(options["cell-file"], "an exported cell's configuration")
         torch.set_num_threads(int(options["threads"]))
         started = time.perf_counter()
         history = run_cell(grid, cell, options)

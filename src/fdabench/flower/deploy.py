@@ -21,7 +21,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from fdabench.core.io import read_json, write_text_atomic
+from fdabench.core.io import write_text_atomic
+from fdabench.core.readers import read_json
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.simulation import QUIET, run_options, site_files
 
@@ -227,6 +228,6 @@ def deploy_locally(
         run = deployment.run(options, seconds)
     if run["status"] != "finished:completed":
         raise RuntimeError(f"the Flower run ended {run['status']}: {run.get('status-details', '')}")
-    history = read_json(options["result-file"])
+    history = read_json(options["result-file"], "the Flower server's result")
     history["flower_network_traffic"] = run.get("network-traffic")
     return history

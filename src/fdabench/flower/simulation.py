@@ -14,7 +14,8 @@ import torch
 from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
-from fdabench.core.io import read_json, write_json_atomic
+from fdabench.core.io import write_json_atomic
+from fdabench.core.readers import read_json
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
@@ -112,4 +113,4 @@ def simulate(
     )
     if not Path(options["result-file"]).exists():
         raise RuntimeError("the Flower simulation ended without a result; its log above says why")
-    return read_json(options["result-file"])
+    return read_json(options["result-file"], "the Flower server's result")

@@ -20,7 +20,9 @@ from typing import Any
 
 import torch
 
-from fdabench.core.io import atomic_path, read_json, write_json_atomic
+from fdabench.core.formats import describe, kind_of
+from fdabench.core.io import atomic_path, write_json_atomic
+from fdabench.core.readers import FileReadError, MissingFileError, read_json_object, reading
 from fdabench.federation.problem import ClientData, FederatedProblem
 
 MANIFEST = "sites.json"
@@ -133,10 +135,20 @@ def _validation_samples(data: ClientData | None) -> int:
 
 
 def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of the site files `export_sites` wrote to `folder` (refused, naming the file, where not one)."""
+    if Path(folder).is_file():
+        raise FileReadError(folder, "is a file, not the folder of site files `fdabench flower export` writes")
     path = Path(folder) / MANIFEST
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; write the site files with `fdabench flower export`")
-    return read_json(path)
+        raise MissingFileError(path, "does not exist; write the site files with `fdabench flower export`")
+    manifest = read_json_object(path, "the manifest of a Flower export")
+    if not isinstance(manifest.get("sites"), list):
+        raise FileReadError(
+            path,
+            f"is {describe(kind_of(manifest))}, not the manifest of a Flower export (it has no list of `sites`); "
+            "write the site files again with `fdabench flower export`",
+        )
+    return manifest
 
 
 def problem_shape(manifest: dict[str, Any]) -> ProblemShape:
@@ -177,8 +189,9 @@ def load_site(path: str | os.PathLike) -> SiteData:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"site file {path} does not exist; write it with `fdabench flower export`")
-    tensors = torch.load(path, weights_only=True)
-    name, role, index, shape = (tensors.pop(key) for key in ("name", "role", "index", "shape"))
+    with reading(path, "a site file (fdabench flower export writes it)"):
+        tensors = torch.load(path, weights_only=True)
+        name, role, index, shape = (tensors.pop(key) for key in ("name", "role", "index", "shape"))
     prefix = f"{VALIDATION}."
     held = {key: tensors.pop(key) for key in list(tensors) if key.startswith(prefix)}
     if role == "source":

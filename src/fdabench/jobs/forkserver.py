@@ -36,6 +36,7 @@ from multiprocessing.reduction import recvfds, sendfds
 from pathlib import Path
 
 from fdabench.core.devices import SCHEDULER_VARIABLES
+from fdabench.core.readers import FileReadError, read_json
 
 # The client (`fdabench train` in every Snakemake job) imports only what it needs to hand its job over: a few
 # standard modules. What only the server or a server's start needs (subprocess, importlib.metadata through
@@ -103,8 +104,8 @@ def _plugin_files(directory: Path) -> list[Path]:
             stamp.update(f"{entry}/{name}:{os.stat(os.path.join(entry, name)).st_mtime_ns}\0".encode())
     cache = directory / f"plugins-{stamp.hexdigest()[:20]}.json"
     try:
-        roots = [Path(root) for root in json.loads(cache.read_text(encoding="utf-8"))]
-    except (OSError, ValueError):
+        roots = [Path(root) for root in read_json(cache, "the plugin roots' cache")]
+    except (FileReadError, TypeError):
         from fdabench.core.plugins import plugin_source_roots
 
         roots = plugin_source_roots()

@@ -13,7 +13,6 @@ neither torch nor the library: the cell's configuration and code fingerprint com
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,8 @@ from typing import Any
 from fdabench.cell.digest import UNSEALED, EditedError, verify
 from fdabench.cell.result import FORMAT
 from fdabench.core.device_identity import changed_settings
-from fdabench.core.io import read_json, write_text_atomic
+from fdabench.core.io import write_text_atomic
+from fdabench.core.readers import FileReadError, read_json
 
 
 def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[], dict[str, Any]]) -> tuple[str, str]:
@@ -33,9 +33,11 @@ def recorded_state(result_path: Path, config: dict[str, Any], code: Callable[[],
     nothing it says is trusted. A current cell written before cells carried a digest says so (`UNSEALED`) as its
     why."""
     try:
-        result = read_json(result_path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return "stale", f"unreadable result ({error}); snakemake reruns it"
+        result = read_json(result_path, "a cell result")
+    except FileNotFoundError:
+        raise
+    except FileReadError as error:
+        return "stale", f"unreadable result ({error.problem}); snakemake reruns it"
     if not isinstance(result, dict):
         return "stale", "not a cell result; snakemake reruns it"
     if result.get("format") != FORMAT:

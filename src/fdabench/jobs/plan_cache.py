@@ -26,6 +26,7 @@ from typing import Any
 
 import fdabench
 from fdabench.core.io import canonical_json, write_text_atomic
+from fdabench.core.readers import FileReadError, read_json
 from fdabench.jobs.forkserver import server_key
 
 #: where plans are kept, relative to the working directory
@@ -53,8 +54,8 @@ class PlanCache:
         self.answers: dict[str, Any] = {}
         self.stored = False  # whether the answers came from a file
         self.changed = False  # whether an answer was computed since
-        with contextlib.suppress(OSError, ValueError):
-            payload = json.loads(self.path.read_text(encoding="utf-8"))
+        with contextlib.suppress(FileReadError):  # a missing or damaged cache is computed again
+            payload = read_json(self.path, "a plan cache")
             if isinstance(payload, dict) and payload.get("key") == key and isinstance(payload.get("answers"), dict):
                 self.answers, self.stored = payload["answers"], True
         self.key = key

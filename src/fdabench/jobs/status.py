@@ -17,7 +17,7 @@ from fdabench.cell.plugin_scope import cell_code
 from fdabench.cell.result import FORMAT
 from fdabench.config.params import Cell, Params
 from fdabench.core import paths
-from fdabench.core.io import read_json
+from fdabench.core.readers import read_json, reading
 from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.jobs.heal import heal_cell, heal_link, recorded_state
 
@@ -35,7 +35,9 @@ def _last_error(log: Path) -> str | None:
     """The last line of a training log that reports an error, if any."""
     if not log.is_file():
         return None
-    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    with reading(log, "a training log"):
+        text = log.read_text(encoding="utf-8", errors="replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("fdabench:") or "Error" in line]
     return errors[-1] if errors else None
 
@@ -123,12 +125,12 @@ def unreadable_cells_message(cell_paths: list[str]) -> str:
     reasons = []
     for path in cell_paths:
         try:
-            result = read_json(path)
+            result = read_json(path, "a cell result")
         except FileNotFoundError:
             reasons.append(f"{path} is missing")
             continue
-        except (OSError, ValueError) as error:
-            reasons.append(f"{path} is not readable JSON (truncated or edited: {error})")
+        except ValueError as error:
+            reasons.append(f"{path} is not readable JSON (truncated or edited: {error.problem})")
             continue
         found = result.get("format") if isinstance(result, dict) else None
         if found != FORMAT:

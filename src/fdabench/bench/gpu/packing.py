@@ -20,7 +20,8 @@ import torch
 import fdabench
 from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
 from fdabench.cell.run import run_cell
-from fdabench.core.io import read_json, write_json_atomic
+from fdabench.core.io import write_json_atomic
+from fdabench.core.readers import read_json, reading
 
 #: the child's command line after the interpreter
 WORKER_ARGUMENTS = ("-m", "fdabench", "bench", "gpu", "--worker")
@@ -29,7 +30,7 @@ WORKER_ARGUMENTS = ("-m", "fdabench", "bench", "gpu", "--worker")
 def worker(spec_path: str, output: str) -> dict[str, Any]:
     """Run the cell of the spec file (config, prepared, partition, device, threads) and write its final, its
     training seconds and its peak memory to `output`."""
-    spec = read_json(spec_path)
+    spec = read_json(spec_path, "a packed cell's spec")
     device = torch.device(spec["device"])
     reset_peak_rss()
     if device.type == "cuda":
@@ -90,9 +91,10 @@ def level_record(
     reports, failures = [], []
     for child in children:
         if child["ended"] is not None and child["process"].returncode == 0 and child["output"].exists():
-            reports.append(read_json(child["output"]))
+            reports.append(read_json(child["output"], "a packed cell's report"))
         else:
-            log = Path(child["log"].name).read_text(errors="replace")
+            with reading(child["log"].name, "a packed cell's log"):
+                log = Path(child["log"].name).read_text(errors="replace")
             failures.append({"returncode": child["process"].returncode, "log_tail": log[-2000:]})
     timed_out = any(child["ended"] is None for child in children)
     wall = None if timed_out else max(child["ended"] for child in children) - started

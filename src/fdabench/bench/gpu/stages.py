@@ -22,7 +22,8 @@ from fdabench.bench.gpu import forecast, inputs, packing, steps
 from fdabench.bench.gpu.budget import Deadline
 from fdabench.cell.run import run_cell
 from fdabench.config import Params
-from fdabench.core.io import content_hash, file_sha256, read_json, write_json_atomic
+from fdabench.core.io import content_hash, file_sha256, write_json_atomic
+from fdabench.core.readers import read_json, read_text
 
 #: the cells the issue names: paper_cpu's FMNIST noise-0.4 FedGP and its auto-weighted FedGP
 CELL_SUITE, CELL_EXPERIMENT, CELL_TARGET, CELL_SEED = "paper_cpu", "fmnist_noise", "noise0.4", 0
@@ -145,7 +146,9 @@ def _run(command: list[str]) -> str:
 
 def gpu_test_files(tests: Path) -> list[str]:
     """The test files that mark tests `gpu` (collecting only these keeps the run free of the others' imports)."""
-    return sorted(str(p.relative_to(tests.parent)) for p in tests.rglob("test_*.py") if "mark.gpu" in p.read_text())
+    return sorted(
+        str(p.relative_to(tests.parent)) for p in tests.rglob("test_*.py") if "mark.gpu" in read_text(p, "a test file")
+    )
 
 
 def pytest_counts(output: str) -> dict[str, int]:
@@ -329,7 +332,7 @@ def agreement_stage(ctx: Context, deadline: Deadline, result: dict[str, Any]) ->
     if ctx.sizes.agreement_rounds is not None:
         config["train"]["rounds"] = ctx.sizes.agreement_rounds
     prepared, partition = inputs.embedded_inputs(ctx.work / experiment, config)
-    test_images = next(c["count"] for c in read_json(partition)["clients"] if c["role"] == "target_test")
+    test_images = next(c["count"] for c in read_json(partition, "a partition")["clients"] if c["role"] == "target_test")
     runs = {
         "device": run_cell(config, prepared, partition, 1, str(ctx.device)),
         "cpu": run_cell(config, prepared, partition, 1, "cpu"),
