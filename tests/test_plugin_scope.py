@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from broken_plugin import install_broken_plugin
 from fdabench.cell import fingerprint, plugin_fingerprint, plugin_scope
 from fdabench.cell.digest import seal
 from fdabench.cell.fingerprint import cell_fingerprint
@@ -169,13 +170,7 @@ def test_a_broken_unused_plugin_leaves_every_cell_current(install, tmp_path, cap
 
 def test_status_with_a_broken_installed_plugin_says_so_in_one_line_and_refuses_only_the_suites_using_it(tmp_path):
     """A distribution whose module raises on import, installed (metadata on PYTHONPATH) into a finished workspace."""
-    site = tmp_path / "site"
-    (site / "brokenplug").mkdir(parents=True)
-    (site / "brokenplug/__init__.py").write_text("raise RuntimeError('broken on import')\n")
-    info = site / "brokenplug-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[fdabench.methods]\nbrokenplug = brokenplug:Method\n")
+    site = install_broken_plugin(tmp_path / "site")
     work = tmp_path / "work"
     work.mkdir()
     (work / "params.yaml").write_text(yaml.safe_dump(PARAMS))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from broken_plugin import install_broken_plugin
 from fdabench.cell import fingerprint
 from fdabench.cell.fingerprint import code_fingerprint
 from fdabench.cell.plugin_fingerprint import plugin_aware_fingerprint
@@ -215,13 +216,7 @@ def test_example_plugin_installs_and_appears_in_validate(tmp_path, repo_root):
 def test_a_broken_installed_plugin_costs_one_line_and_blocks_only_the_suites_that_use_it(tmp_path, repo_root):
     """An installed distribution (metadata on PYTHONPATH) whose module raises on import: every command says so in one
     line and goes on; a suite that names its method is refused with that line, exit status 2, no traceback."""
-    site = tmp_path / "site"
-    (site / "brokenplug").mkdir(parents=True)
-    (site / "brokenplug/__init__.py").write_text("raise RuntimeError('broken on import')\n")
-    info = site / "brokenplug-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[fdabench.methods]\nbrokenplug = brokenplug:Method\n")
+    site = install_broken_plugin(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     validate = [sys.executable, "-m", "fdabench", "validate", "--params", str(repo_root / "params.yaml")]
     ran = subprocess.run(validate, env=env, capture_output=True, text=True)

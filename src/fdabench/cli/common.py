@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fdabench.cli.file_arguments import reads
-from fdabench.cli.files import INPUT
+from fdabench.cli.files import INPUT, INPUT_FOLDER
 
 
 class CommandError(Exception):
@@ -122,6 +122,20 @@ def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     )
     parser.add_argument("--target", help=f"{purpose}: the target (default: the experiment's first)")
     parser.add_argument("--seed", type=bounded("seeds"), help=f"{purpose}: the seed (default: the experiment's first)")
+
+
+def problem_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prepared, --partition: the prepared dataset and the partition a cell's problem is built from."""
+    reads(
+        parser.add_argument(
+            "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
+        ),
+        "prepared",
+    )
+    reads(
+        parser.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)"),
+        "partition",
+    )
 
 
 def suite_arguments(parser: argparse.ArgumentParser) -> None:

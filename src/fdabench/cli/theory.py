@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from fdabench.cli.common import bounded, json_argument, require_json, require_prepared
+from fdabench.cli.common import bounded, json_argument, problem_arguments, require_json, require_prepared
 from fdabench.cli.file_arguments import reads
-from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT
+from fdabench.cli.files import INPUT, OUTPUT
 
 
 def cmd_theory_init(args: argparse.Namespace) -> int:
@@ -56,16 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cell", type=json_argument, required=True, help="a resolved cell configuration (JSON): model, seed, target"
     )
-    reads(
-        p.add_argument(
-            "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
-        ),
-        "prepared",
-    )
-    reads(
-        p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)"),
-        "partition",
-    )
+    problem_arguments(p)
     p.add_argument("--beta", type=float, default=0.5, help="β of FedDA and FedGP")
     p.add_argument("--draws", type=bounded("draws"), default=DEFAULT_DRAWS, help="Monte Carlo draws for σ²")
     p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")

@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from fdabench.cli.common import CommandError, bounded, json_argument, require_json, require_prepared
-from fdabench.cli.file_arguments import reads
-from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT, PathRole
+from fdabench.cli.common import CommandError, bounded, json_argument, problem_arguments, require_json, require_prepared
+from fdabench.cli.files import OUTPUT, PathRole
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -141,16 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the cell's code fingerprint as the train rule worked it out (JSON: fingerprint, modules); default: "
         "computed here",
     )
-    reads(
-        p.add_argument(
-            "--prepared", type=INPUT_FOLDER, required=True, help="the prepared dataset directory (fdabench prepare)"
-        ),
-        "prepared",
-    )
-    reads(
-        p.add_argument("--partition", type=INPUT, required=True, help="the partition JSON (fdabench partition)"),
-        "partition",
-    )
+    problem_arguments(p)
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")
     p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
     p.add_argument(
