@@ -90,7 +90,7 @@ def name_errors(raw: dict[str, Any]) -> list[str]:
         problems += suite_problems
         for exp_name, exp in suite["experiments"].items():
             where = f"{where_suite}.experiments.{exp_name}"
-            methods = resolve.expanded_methods(raw, suite, exp)
+            methods = resolve.longest_method_names(raw, suite, exp)  # a sweep's every draw: only the longest
             targets = _targets_or_none(raw, exp) or []
             named = [(f"{where_suite}.experiments", "experiment", exp_name)]
             named += [(f"{where}.methods", "method", method) for method in methods]
@@ -167,7 +167,7 @@ def _cell_count(raw: dict[str, Any], suite: dict[str, Any]) -> int:
             partitioner = get_partitioner(resolve.partitioner_name(exp))
             targets = partitioner.target_names(get_dataset(exp["dataset"]), resolve.experiment_partition_options(exp))
         seeds = exp.get("seeds", suite.get("seeds", [0]))
-        count += len(resolve.expanded_methods(raw, suite, exp)) * len(targets) * len(seeds)
+        count += resolve.expanded_method_count(raw, suite, exp) * len(targets) * len(seeds)
     return count
 
 

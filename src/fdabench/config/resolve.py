@@ -85,21 +85,48 @@ def method_spaces(raw: dict[str, Any], suite: dict[str, Any], method: str) -> di
     return sweep.spaces(algorithm_of(raw, method), method, sweep.settings(suite))
 
 
-def expanded_methods(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
-    """The method names of the experiment's cells: each swept method once per draw, each method once per fold of
-    k-fold target validation, the others as they are."""
+def _expansion(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(method, draws, folds) of each method of the experiment: its draws where it is swept (0 where it is not) and
+    the folds of k-fold target validation (1 without)."""
     plan = sweep.settings(suite)
     methods = experiment_methods(suite, experiment)
     swept = set(sweep.swept_methods(suite, methods))
     fold_count = sweep.folds(suite, experiment)
-    folds = [None] if fold_count == 1 else list(range(fold_count))
+    return [
+        (
+            method,
+            sweep.draw_count(plan, method_spaces(raw, suite, method))
+            if method in swept and algorithm_of(raw, method) in METHODS
+            else 0,
+            fold_count,
+        )
+        for method in methods
+    ]
+
+
+def expanded_methods(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
+    """The method names of the experiment's cells: each swept method once per draw, each method once per fold of
+    k-fold target validation, the others as they are."""
     names = []
-    for method in methods:
-        draws = [None]
-        if method in swept and algorithm_of(raw, method) in METHODS:
-            draws = list(range(sweep.draw_count(plan, method_spaces(raw, suite, method))))
+    for method, draw_count, fold_count in _expansion(raw, suite, experiment):
+        draws = list(range(draw_count)) if draw_count else [None]
+        folds = [None] if fold_count == 1 else list(range(fold_count))
         names += [sweep.sweep_name(method, draw, fold) for draw in draws for fold in folds]
     return names
+
+
+def expanded_method_count(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> int:
+    """len(expanded_methods(...)), counted without listing them (a limit is checked before anything is expanded)."""
+    return sum(max(draw_count, 1) * fold_count for _, draw_count, fold_count in _expansion(raw, suite, experiment))
+
+
+def longest_method_names(raw: dict[str, Any], suite: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
+    """Each method's longest cell name (its last draw and last fold): what a check of names needs of a sweep,
+    without listing every draw (the names of one method differ only in those numbers)."""
+    return [
+        sweep.sweep_name(method, draw_count - 1 if draw_count else None, fold_count - 1 if fold_count > 1 else None)
+        for method, draw_count, fold_count in _expansion(raw, suite, experiment)
+    ]
 
 
 def variant_hparams(raw: dict[str, Any], method: str, target: str | None = None) -> dict[str, Any]:
