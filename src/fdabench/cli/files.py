@@ -41,7 +41,7 @@ OUTPUT_ROOT = PathRole("output root", reads=False, writes=True)
 #: a file the command reads and rewrites in place (a page whose generated block it fills)
 UPDATED = PathRole("file updated in place", reads=True, writes=True)
 
-ROLES = (INPUT, INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT, UPDATED)
+PATH_ROLES = (INPUT, INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT, UPDATED)
 
 DerivedFiles = Callable[[argparse.Namespace], list[tuple[PathRole, str]]]
 
