@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+UMASK = os.umask(0)
+os.umask(UMASK)
 
 
 @contextmanager
@@ -27,21 +27,26 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; finished files get the usual permissions
+    os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp creates 0600; finished files get the usual permissions
     try:
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, final)
     except OSError as error:
-        raise OSError(
-            error.errno,
-            f"could not write {final}: {error.strerror or error}; free space or fix permissions and rerun (an "
-            "earlier file there, if any, is untouched)",
-        ) from error
+        raise write_failure(final, error, "file") from error
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_failure(final: Path, error: OSError, kind: str) -> OSError:
+    """The one-line error of a write of the `kind` ("file", "folder") at `final` that failed with `error`."""
+    return OSError(
+        error.errno,
+        f"could not write {final}: {error.strerror or error}; free space or fix permissions and rerun (an "
+        f"earlier {kind} there, if any, is untouched)",
+    )
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

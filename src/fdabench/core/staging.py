@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+from fdabench.core.io import UMASK, write_failure
 
 
 @contextmanager
@@ -22,18 +21,14 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
     try:
         yield staging
-        staging.chmod(0o777 & ~_UMASK)  # mkdtemp creates 0700; finished folders get the usual permissions
+        staging.chmod(0o777 & ~UMASK)  # mkdtemp creates 0700; finished folders get the usual permissions
         if final.is_dir() and not final.is_symlink():
             shutil.rmtree(final)
         elif final.exists() or final.is_symlink():
             final.unlink()
         os.replace(staging, final)
     except OSError as error:
-        raise OSError(
-            error.errno,
-            f"could not write {final}: {error.strerror or error}; free space or fix permissions and rerun (an "
-            "earlier folder there, if any, is untouched)",
-        ) from error
+        raise write_failure(final, error, "folder") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
