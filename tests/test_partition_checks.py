@@ -4,13 +4,12 @@ the embedded datasets (prepared in memory) and on a downloaded one whose prepare
 import copy
 
 import numpy as np
-import pytest
 
-from fdabench.config import ParamsError, resolve, validate_params
+from fdabench.config import resolve, validate_params
 from fdabench.core import paths
 from fdabench.core.io import content_hash
 from fdabench.data.base import DomainArrays, PreparedDataset
-from workflows import TINY_PARAMS
+from workflows import TINY_PARAMS, params_refusal
 
 
 def _tiny(partition=None, **experiment):
@@ -22,28 +21,22 @@ def _tiny(partition=None, **experiment):
     return raw
 
 
-def _refusal(raw) -> str:
-    with pytest.raises(ParamsError) as caught:
-        validate_params(raw)
-    return str(caught.value)
-
-
 def test_target_labelled_above_the_domains_count_is_refused_and_the_count_itself_accepted():
     # colored_digits: 1797 digits over 3 domains, 599 each; 80 % of -90's (479) is its 'in' split
-    message = _refusal(_tiny({"target_labelled": 480}))
+    message = params_refusal(_tiny({"target_labelled": 480}))
     assert "partition: target '-90', seed 0: target_labelled = 480 selects 480 of 479 samples" in message
     assert "its partition job would refuse it" in message
     assert list(validate_params(_tiny({"target_labelled": 479})).cells())
 
 
 def test_a_dirichlet_split_that_leaves_a_client_empty_is_refused():
-    message = _refusal(_tiny({"clients_per_domain": 50, "quantity_skew": 0.01}))
+    message = params_refusal(_tiny({"clients_per_domain": 50, "quantity_skew": 0.01}))
     assert "no Dirichlet(0.01) quantity split in 1000 draws gives each of 50 clients" in message
     assert list(validate_params(_tiny({"clients_per_domain": 2, "quantity_skew": 10.0})).cells())
 
 
 def test_a_partitioner_that_does_not_fit_the_dataset_is_refused():
-    message = _refusal(_tiny({"clients": 5}, partitioner="feature_noise", targets="all"))
+    message = params_refusal(_tiny({"clients": 5}, partitioner="feature_noise", targets="all"))
     assert "feature_noise reads a domain 'train' that colored_digits does not have (its domains: +90, +80, -90)" in (
         message
     )
@@ -79,7 +72,7 @@ def test_an_impossible_label_deal_is_refused_from_the_prepared_header_of_a_downl
     impossible = _mnist_params(tmp_path / "data", {"clients": 4, "split": "label11"})
     assert list(validate_params(impossible).cells())  # not prepared yet: the partition jobs check it
     _prepare_mnist_stand_in(tmp_path / "data", impossible)
-    assert "label11: need between 1 and 10 classes per client" in _refusal(impossible)
+    assert "label11: need between 1 and 10 classes per client" in params_refusal(impossible)
     assert list(
         validate_params(
             _mnist_params(tmp_path / "data", {"clients": 4, "split": "label10", "target_labelled": 40})
@@ -90,4 +83,4 @@ def test_an_impossible_label_deal_is_refused_from_the_prepared_header_of_a_downl
 def test_target_labelled_above_a_prepared_downloaded_domain_is_refused(tmp_path):
     raw = _mnist_params(tmp_path / "data", {"clients": 4, "target_labelled": 1000})
     _prepare_mnist_stand_in(tmp_path / "data", raw)
-    assert "partition: target 'noise0.4', seed 0:" in _refusal(raw)
+    assert "partition: target 'noise0.4', seed 0:" in params_refusal(raw)

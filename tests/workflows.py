@@ -33,6 +33,17 @@ TINY_PARAMS = {
 _RUNTIME_DIRS: set[Path] = set()
 
 
+def params_refusal(raw: dict) -> str:
+    """The message with which params validation refuses `raw` (it must refuse it)."""
+    import pytest
+
+    from fdabench.config import ParamsError, validate_params
+
+    with pytest.raises(ParamsError) as caught:
+        validate_params(raw)
+    return str(caught.value)
+
+
 def short_runtime_dir(workdir: Path) -> Path:
     """A private runtime folder for `workdir`'s fork server, short enough for a Unix socket path wherever pytest
     puts `workdir` (a pytest-xdist worker's temporary folders are a level deeper): /tmp/fdabench-rt-<hash>."""
