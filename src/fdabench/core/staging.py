@@ -22,13 +22,26 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield staging
         staging.chmod(0o777 & ~UMASK)  # mkdtemp creates 0700; finished folders get the usual permissions
-        if final.is_dir() and not final.is_symlink():
-            shutil.rmtree(final)
-        elif final.exists() or final.is_symlink():
-            final.unlink()
-        os.replace(staging, final)
+        _swap_in(staging, final)
     except OSError as error:
         raise write_failure(final, error, "folder") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    """Put `staging` at `final`: what stood there is moved aside first and removed only once the new folder is in
+    place, and moved back if that fails, so the earlier folder (or file) is never lost."""
+    if not (final.exists() or final.is_symlink()):
+        os.replace(staging, final)
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".previous", dir=final.parent)) / final.name
+    os.replace(final, aside)
+    try:
+        os.replace(staging, final)
+    except OSError:
+        os.replace(aside, final)
+        aside.parent.rmdir()
+        raise
+    shutil.rmtree(aside.parent, ignore_errors=True)  # what stood there, inside its own temporary folder
