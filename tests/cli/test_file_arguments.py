@@ -18,7 +18,9 @@ import pytest
 import yaml
 
 from fdabench.cell.archive import cell_from_record, encode, read_archive
+from fdabench.cell.equivalence import record_payload
 from fdabench.cli import build_parser, main
+from fdabench.cli.archive import current_fingerprint
 from fdabench.cli.file_arguments import FOLDER_KINDS, INPUT_KINDS, file_inputs
 from fdabench.data.base import DomainArrays, PreparedDataset
 from workflows import TINY_PARAMS
@@ -32,6 +34,7 @@ SAMPLES = {
     "cell": "cell.json",
     "table": "table.json",
     "archive": "cells.jsonl.gz",
+    "equivalences": "equivalences.json",
     "lock": "requirements.lock",
     "partition": "partition.json",
     "theory_init": "theory_init.json",
@@ -79,6 +82,9 @@ def tree(tmp_path_factory):
     cell = cell_from_record(records[0])
     (valid / "cell.json").write_text(json.dumps(cell, indent=1), encoding="utf-8")
     (valid / "cells.jsonl.gz").write_bytes(encode(records))
+    current = {**cell, "code": current_fingerprint(cell["config"])}  # as if run with this checkout
+    (valid / "current_cell.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
+    (valid / "equivalences.json").write_text(json.dumps(record_payload([])), encoding="utf-8")
     (valid / "table.json").write_text(json.dumps({"table1": {"fedgp": {"mean": 0.5, "n_seeds": 2, "std": 0.1}}}))
     shutil.copy(REPO / "requirements.lock", valid / "requirements.lock")
     partition = {"format": "fdabench.partition/1", "clients": [], "content_hash": "0" * 64, "target": "a", "seed": 0}

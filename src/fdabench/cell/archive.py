@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.digest import DIGEST_KEY, EditedError, is_sealed, seal, verify
+from fdabench.cell.equivalence import shipped
 from fdabench.cell.result import CELL_KEYS, FORMAT
 from fdabench.cell.staleness import code_changes
 from fdabench.core.device_identity import changed_settings
@@ -279,7 +280,7 @@ def record_state(record: dict[str, Any], config: dict[str, Any] | None, code: di
     module by module (`fdabench.cell.staleness.code_changes`)."""
     if config is None:
         return "not in the suite", "params.yaml no longer lists this cell"
-    changed = None if code is None else code_changes(record["code"], code)
+    changed = None if code is None else code_changes(record["code"], code, shipped())
     if changed != []:
         ran = record["code"].get("fingerprint", "?")[:12]
         now = (code or {}).get("fingerprint", "none")[:12]

@@ -9,23 +9,33 @@ Apart from `fdabench.cell.fingerprint` so that comparing imports neither torch n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fdabench.cell.equivalence import Equivalences
 
 PLUGIN_PREFIX = "plugin:"  # the key of a plugin distribution in a fingerprint's modules (`cell.plugin_fingerprint`)
 
 
-def code_changes(recorded: Any, current: dict[str, Any]) -> list[str] | None:
+def code_changes(recorded: Any, current: dict[str, Any], equivalences: Equivalences | None = None) -> list[str] | None:
     """The modules whose code differs between a job's recorded fingerprint and `current` (both as
     `CodeFingerprint.to_json` writes them: {fingerprint, modules}): [] where the job is current, None where nothing
     usable was recorded. Every module `current` reaches must have its recorded hash; plugin distributions
     (`plugin:<name>`) must be the same both ways (removing a plugin that a cell ran with is a change); a recorded
     module that `current` no longer reaches is not a change: unchanged code stops reaching a module only when that
-    module became bookkeeping (`fdabench.cell.fingerprint.BOOKKEEPING`), and changed code shows in its own hash."""
+    module became bookkeeping (`fdabench.cell.fingerprint.BOOKKEEPING`), and changed code shows in its own hash. A
+    module whose recorded hash leads to today's through vouched `equivalences` (`fdabench.cell.equivalence`: the same
+    cells, bit for bit, with both codes) is not a change either."""
     if not isinstance(recorded, dict) or not isinstance(recorded.get("modules"), dict):
         return None
     if recorded.get("fingerprint") == current["fingerprint"]:
         return []
     before, now = recorded["modules"], current["modules"]
-    changed = {module for module, digest in now.items() if before.get(module) != digest}
+    changed = {
+        module
+        for module, digest in now.items()
+        if before.get(module) != digest
+        and not (equivalences is not None and equivalences.holds(module, before.get(module), digest))
+    }
     changed |= {module for module in before if module.startswith(PLUGIN_PREFIX) and module not in now}
     return sorted(changed)

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fdabench.cell.equivalence import RECORD
 from fdabench.cell.lock import LOCK
 from fdabench.cli.common import CommandError, suite_arguments
 from fdabench.cli.file_arguments import reads
@@ -99,6 +100,67 @@ def cmd_seal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vouch(args: argparse.Namespace) -> int:
+    """Record the code equivalences (`fdabench.cell.equivalence`) that the same cells run with the old code (`--before`
+    cell files, `--before-archive` records) and with today's (`--after`) show, bit for bit; nothing is recorded
+    unless every `--after` cell has its old run and agrees with it."""
+    from fdabench.cell.archive import identity, read_archive, record_from_cell
+    from fdabench.cell.equivalence import VouchError, merged, read_record, record_payload, vouch
+    from fdabench.cell.reading import cell_identity, cell_name, read_cells
+    from fdabench.core.io import write_json_atomic
+
+    record = Path(args.record)
+    recorded = read_record(record)  # a bad record is refused before anything is compared
+    old: dict[tuple, dict[str, Any]] = {}
+    if args.before:
+        old.update({cell_identity(cell): cell for cell in read_cells(_cell_files(args.before)).values()})
+    for path in args.before_archive or []:
+        if not Path(path).is_file():
+            raise CommandError(f"{path}: no such archive; pass an archive holding the old runs")
+        old.update({_identity_key(identity(record)): record for record in read_archive(path)})
+    new = read_cells(_cell_files(args.after)).values()
+    pairs, unpaired = [], []
+    for cell in new:
+        before = old.get(cell_identity(cell))
+        if before is None:
+            unpaired.append(cell_name(cell))
+            continue
+        after = record_from_cell(cell) if _is_record(before) else cell
+        pairs.append((cell_name(cell), before, after))
+    if unpaired:
+        raise CommandError(f"no old run of {', '.join(unpaired)}: give it with --before or --before-archive")
+    try:
+        entries = vouch(pairs, current_fingerprint)
+    except VouchError as error:
+        raise CommandError(f"{error}; nothing was recorded") from None
+    for entry in entries:
+        evidence = entry["evidence"]
+        print(
+            f"{entry['module']}: {entry['before'] or 'not reached'} -> {entry['after']} "
+            f"({evidence['cells']} cells: {', '.join(evidence['datasets'])}; {len(evidence['methods'])} methods)"
+        )
+    if not entries:
+        print(f"{len(pairs)} pairs agree and ran the same code: nothing to vouch for")
+        return 0
+    if args.dry_run:
+        print(f"dry run: {record} not written")
+        return 0
+    write_json_atomic(record, record_payload(merged(recorded, entries)))
+    print(f"{record}: {len(entries)} equivalences from {len(pairs)} pairs of cells recorded")
+    return 0
+
+
+def _identity_key(found: tuple) -> tuple:
+    """An archive record's identity as `fdabench.cell.reading.cell_identity` gives a cell's (strings)."""
+    return tuple(None if value is None else str(value) for value in found)
+
+
+def _is_record(payload: dict[str, Any]) -> bool:
+    from fdabench.cell.archive import ARCHIVE_FORMAT
+
+    return payload.get("format") == ARCHIVE_FORMAT
+
+
 def _check_versions(records: list[dict[str, Any]], lock: Path, named: bool) -> None:
     """Refuse (CommandError, nothing added) records whose versions disagree with the lock (`fdabench.cell.lock`);
     where the default lock is absent, say that nothing was checked; a lock `named` on the command line must exist."""
@@ -143,13 +205,15 @@ def archived_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records as cells (`fdabench.cell.archive.cell_from_record`), each with `archive.older_commit`: whether its
     code differs from what today's source gives its configuration (`fdabench.cell.staleness.code_changes`)."""
     from fdabench.cell.archive import cell_from_record
+    from fdabench.cell.equivalence import shipped
     from fdabench.cell.staleness import code_changes
 
+    equivalences = shipped()
     cells = []
     for record in records:
         cell = cell_from_record(record)
         current = current_fingerprint(record["config"])
-        cell["archive"]["older_commit"] = current is None or code_changes(record["code"], current) != []
+        cell["archive"]["older_commit"] = current is None or code_changes(record["code"], current, equivalences) != []
         cells.append(cell)
     return cells
 
@@ -413,6 +477,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "archive",
     )
     p.set_defaults(handler=cmd_seal)
+
+    p = commands.add_parser(
+        "vouch",
+        help="record that today's code gives the same cells, bit for bit, as the code the old runs recorded, so "
+        "that archived cells stay current across a refactor: every --after cell needs its old run (--before or "
+        "--before-archive), on the same device, threads and versions; a module no pair ran is not vouched for",
+    )
+    reads(
+        p.add_argument("--before", type=INPUT, nargs="+", help="the old runs: cell files, or folders of them"), "cell"
+    )
+    reads(
+        p.add_argument("--before-archive", type=INPUT, nargs="+", help="the old runs as an archive's records"),
+        "archive",
+    )
+    reads(
+        p.add_argument(
+            "--after", type=INPUT, nargs="+", required=True, help="the same cells run with this checkout (folders ok)"
+        ),
+        "cell",
+    )
+    reads(
+        p.add_argument(
+            "--record",
+            type=UPDATED,
+            default=str(RECORD),
+            help="the code-equivalence record the entries are added to (default: the one fdabench ships)",
+        ),
+        "equivalences",
+    )
+    p.add_argument("--dry-run", action="store_true", help="write nothing; say what would be recorded")
+    p.set_defaults(handler=cmd_vouch)
 
     p = commands.add_parser(
         "export",

@@ -12,6 +12,7 @@ INPUT_KINDS = {
     "cell": "a cell result (JSON)",
     "table": "a table's metrics (JSON)",
     "archive": "a reproduction archive (.jsonl.gz)",
+    "equivalences": "a code-equivalence record (JSON)",
     "lock": "a lock file (requirements.lock)",
     "partition": "a partition (JSON)",
     "theory_init": "a theory check's initial quantities (JSON)",

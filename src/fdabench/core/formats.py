@@ -12,6 +12,7 @@ CELL = "fdabench.cell/1"
 PARTITION = "fdabench.partition/1"
 THEORY_INIT = "fdabench.theory_init/1"
 BENCH_GPU = "fdabench.bench_gpu/1"
+CODE_EQUIVALENCES = "fdabench.code_equivalences/1"
 
 #: kind -> (what it is, the command that writes it)
 KINDS = {
@@ -19,6 +20,7 @@ KINDS = {
     "fdabench.partition": ("a partition", "fdabench partition; data/partitions/<suite>/..."),
     "fdabench.theory_init": ("a theory check's initial quantities", "fdabench theory init; results/initial/..."),
     "fdabench.bench_gpu": ("a GPU bench result", "fdabench bench gpu"),
+    "fdabench.code_equivalences": ("a code-equivalence record", "fdabench archive vouch"),
     "fdabench.prepared": ("prepared data's header", "fdabench prepare; data/prepared/<dataset>/<options>/"),
     "fdabench.table": ("a table's metrics", "fdabench table --json; results/<suite>/<table>.json"),
 }
