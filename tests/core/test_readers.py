@@ -49,28 +49,6 @@ ALLOWED = {
     ("bench/aggregation.py", "peak_rss_bytes"): "reads /proc/self/status, which the kernel writes",
     ("bench/gpu/stages.py", "cpu_name"): "reads /proc/cpuinfo, which the kernel writes",
 }
-#: reads in modules that archived cells' code fingerprints cover (data, checkpoints, models, core.io): guarding them
-#: changes the fingerprints of cells in docs/reproduction/, so they are guarded together with the archive's next rerun
-FINGERPRINTED = {
-    ("cell/fingerprint.py", "tree"),
-    ("cell/fingerprint.py", "_module_hash"),
-    ("cell/plugin_fingerprint.py", "_imports"),
-    ("cell/plugin_fingerprint.py", "_file_hash"),
-    ("core/io.py", "read_json"),
-    ("core/io.py", "file_sha256"),
-    ("data/amazon.py", "read_reviews"),
-    ("data/image_folders.py", "_decode"),
-    ("data/image_folders.py", "read_manifest"),
-    ("data/office_caltech.py", "load_domain"),
-    ("data/base.py", "load"),
-    ("data/base.py", "verify"),
-    ("data/raw.py", "content_sha256"),
-    ("data/raw.py", "verify_acquired"),
-    ("data/raw.py", "_gunzip_all"),
-    ("data/tabular.py", "prepare"),
-    ("federation/checkpoint.py", "_read"),
-    ("models/vision.py", "_resnet"),
-}
 
 
 def _dotted(node: ast.expr) -> str:
@@ -159,7 +137,7 @@ def test_every_file_read_goes_through_the_reader_module():
         for path in modules
         for read in unguarded_reads(path.read_text(encoding="utf-8"), path.relative_to(SOURCE).as_posix())
     ]
-    excepted = set(ALLOWED) | FINGERPRINTED
+    excepted = set(ALLOWED)
     offenders = [
         f"{module}:{line} {function}: {call}"
         for module, function, line, call in reads

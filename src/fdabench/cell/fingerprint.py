@@ -35,6 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from fdabench.core.readers import read_text
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
@@ -120,7 +121,7 @@ class _Graph:
 
     def tree(self, module: str) -> ast.Module:
         if module not in self._trees:
-            self._trees[module] = ast.parse(self.files[module].read_text(encoding="utf-8"))
+            self._trees[module] = ast.parse(read_text(self.files[module], "a Python module"))
         return self._trees[module]
 
     def _absolute(self, module: str, node: ast.ImportFrom) -> str | None:
@@ -181,7 +182,7 @@ def _graph(package: Path) -> _Graph:
 
 @cache
 def _module_hash(path: Path) -> str:
-    return hashlib.sha256(normalised_source(path.read_text(encoding="utf-8")).encode()).hexdigest()[:16]
+    return hashlib.sha256(normalised_source(read_text(path, "a Python module")).encode()).hexdigest()[:16]
 
 
 def code_fingerprint(roots: Iterable[str], package: Path = PACKAGE) -> CodeFingerprint:

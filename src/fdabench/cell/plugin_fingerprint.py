@@ -26,6 +26,7 @@ from typing import Any
 from fdabench.cell import fingerprint
 from fdabench.cell.fingerprint import PACKAGE, CodeFingerprint, code_fingerprint
 from fdabench.core.plugins import plugin_distributions
+from fdabench.core.readers import FileReadError, read_bytes, read_text
 from fdabench.data import DATASETS, PARTITIONERS
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
@@ -53,7 +54,7 @@ def _imports(module: str, path: Path) -> tuple[set[str], set[str]]:
     own, internal = set(), set()
     graph = fingerprint._graph(PACKAGE)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(read_text(path, "a plugin's Python module"))):
         if isinstance(node, ast.Import):
             names = [(alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -127,8 +128,8 @@ def _file_hash(path: Path) -> str:
         return fingerprint._module_hash(path)
     except (OSError, SyntaxError, ValueError):  # not Python that parses: its bytes, where they can be read
         try:
-            return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        except OSError:
+            return hashlib.sha256(read_bytes(path, "a plugin's file")).hexdigest()[:16]
+        except FileReadError:
             return "unreadable"
 
 

@@ -11,6 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fdabench.core.readers import (
+    read_json,  # noqa: F401 (read here by the modules that write JSON too)
+    reading,
+)
+
 UMASK = os.umask(0)
 os.umask(UMASK)
 
@@ -58,11 +63,6 @@ def write_json_atomic(path: str | os.PathLike, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=1, sort_keys=False, default=_json_default) + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def canonical_json(payload: Any) -> str:
     """Key-sorted compact JSON: equal payloads give equal strings (used for hashes and params)."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=_json_default)
@@ -71,7 +71,7 @@ def canonical_json(payload: Any) -> str:
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with reading(path, "a file to hash"), open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from fdabench.core.readers import reading
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import raw_dir
 
@@ -38,7 +39,7 @@ def read_reviews(archive_path) -> dict[str, tuple[list[str], np.ndarray]]:
     """{domain: (review texts, labels)} from the archive, negatives first, in file order."""
     wanted = {f"amazon_reviews_mds/{domain}/{name}" for domain in DOMAINS for name, _ in LABEL_FILES}
     found: dict[str, list[str]] = {}
-    with tarfile.open(archive_path, "r:xz") as archive:
+    with reading(archive_path, "the Amazon reviews archive (.tar.xz)"), tarfile.open(archive_path, "r:xz") as archive:
         for member in archive.getmembers():
             if member.name in wanted:
                 text = archive.extractfile(member).read().decode("latin-1")  # not valid UTF-8 throughout

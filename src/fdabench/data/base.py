@@ -18,6 +18,7 @@ import numpy as np
 
 from fdabench.core.io import content_hash as payload_hash
 from fdabench.core.io import file_sha256
+from fdabench.core.readers import read_json_object, reading
 from fdabench.core.registry import Registry, derive_defaults
 
 
@@ -97,18 +98,19 @@ class PreparedDataset:
         header_path = path / "header.json"
         if not header_path.exists():
             raise FileNotFoundError(f"prepared dataset {path} is missing; run `fdabench prepare` (or snakemake) first")
-        header = json.loads(header_path.read_text())
+        header = read_json_object(header_path, "prepared data's header")
         _check_sizes(path, header.get("files", {}))
         mode = "r" if mmap else None
-        aux_names = header.get("auxiliary", [])
-        domains = {
-            name: DomainArrays(
-                np.load(path / f"x{index}.npy", mmap_mode=mode),
-                np.load(path / f"y{index}.npy", mmap_mode=mode),
-                {aux: np.load(path / f"aux{index}_{k}.npy", mmap_mode=mode) for k, aux in enumerate(aux_names)},
-            )
-            for index, name in enumerate(header["domains"])
-        }
+        with reading(path, "a prepared data directory (fdabench prepare writes it)"):
+            aux_names = header.get("auxiliary", [])
+            domains = {
+                name: DomainArrays(
+                    np.load(path / f"x{index}.npy", mmap_mode=mode),
+                    np.load(path / f"y{index}.npy", mmap_mode=mode),
+                    {aux: np.load(path / f"aux{index}_{k}.npy", mmap_mode=mode) for k, aux in enumerate(aux_names)},
+                )
+                for index, name in enumerate(header["domains"])
+            }
         return cls(
             name=header["name"],
             task=header["task"],
@@ -124,7 +126,7 @@ class PreparedDataset:
         """Check every array file against the sha256 recorded when it was written (reads every byte; the
         partition job does it once, training jobs check only the sizes)."""
         path = Path(path)
-        files = json.loads((path / "header.json").read_text()).get("files", {})
+        files = read_json_object(path / "header.json", "prepared data's header").get("files", {})
         _check_sizes(path, files)
         edited = [name for name, record in files.items() if file_sha256(path / name) != record["sha256"]]
         if edited:

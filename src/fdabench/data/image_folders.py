@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fdabench.core.io import atomic_path
+from fdabench.core.readers import reading
 from fdabench.core.staging import atomic_folder
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import IMAGE_SUFFIXES, raw_dir
@@ -54,7 +55,7 @@ def _decode(job: tuple[str, int, int]) -> np.ndarray:
     from PIL import Image
 
     path, size, channels = job
-    with Image.open(path) as image:
+    with reading(path, "an image (PNG, JPEG, ...)"), Image.open(path) as image:
         image = image.convert("RGB" if channels == 3 else "L").resize((size, size), Image.BILINEAR)
         array = np.asarray(image, dtype=np.uint8)
     return array.transpose(2, 0, 1) if channels == 3 else array[None]
@@ -180,7 +181,8 @@ def read_manifest(
         raise ManifestError(f"manifest {manifest} does not exist")
     if not image_root.is_dir():
         raise ManifestError(f"image_root {image_root} is not a directory")
-    table = pd.read_csv(manifest, dtype={"path": str, id_column: str, **{name: str for name in auxiliary}})
+    with reading(manifest, "a manifest (CSV with a header row)"):
+        table = pd.read_csv(manifest, dtype={"path": str, id_column: str, **{name: str for name in auxiliary}})
     required = list(dict.fromkeys(["path", id_column, domain_column, label_column, *auxiliary]))
     missing = [c for c in required if c not in table.columns]
     if missing:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from fdabench.core.readers import reading
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import raw_dir
 
@@ -38,10 +39,8 @@ def load_domain(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """(counts (N, 800) float64, labels 0..9 int64) from one .mat file (checksums: `fdabench acquire`)."""
     import scipy.io
 
-    try:
+    with reading(path, "a MATLAB .mat file of Office-Caltech features"):
         contents = scipy.io.loadmat(path)
-    except Exception as error:  # scipy raises several types for malformed files
-        raise ValueError(f"{path}: not a readable MATLAB file ({error})") from None
     if "fts" not in contents or "labels" not in contents:
         raise ValueError(
             f"{path}: expected keys 'fts' and 'labels', found {sorted(k for k in contents if not k.startswith('__'))}"

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fdabench.core.io import atomic_path
+from fdabench.core.readers import FileReadError, read_json_object, reading
 from fdabench.core.registry import Registry
 
 MIRROR_ENVIRONMENT_VARIABLE = "FDABENCH_DATA_MIRROR"  # the default local mirror of raw datasets
@@ -68,8 +70,9 @@ def register(raw: RawDataset) -> RawDataset:
 def content_sha256(path: Path) -> str:
     """sha256 of the file's content; for .gz files, of the decompressed content."""
     digest = hashlib.sha256()
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
+    compressed = path.suffix == ".gz"
+    what = "a gzip'd raw file" if compressed else "a raw file"
+    with reading(path, what), gzip.open(path, "rb") if compressed else open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -159,7 +162,13 @@ def acquire(
                 raise RawDataMissing(_missing_message(raw, None, missing))
         else:
             raise RawDataMissing(_missing_message(raw, mirror_path, missing))
-        digests = _verify(raw, staging)
+        try:
+            digests = _verify(raw, staging)
+        except FileReadError as error:
+            if not source.startswith("mirror:"):
+                raise
+            # named where it came from: the staging copy is gone by the time the message is read
+            raise FileReadError(mirror_path / raw.name / Path(error.path).relative_to(staging), error.problem) from None
         if raw.check is not None:
             raw.check(staging)
         if raw.finalize is not None:
@@ -183,7 +192,8 @@ def verify_acquired(name: str, root: str | os.PathLike) -> None:
     manifest_path = base / MANIFEST
     if not manifest_path.exists():
         raise RawDataMissing(f"{base} was not acquired (no {MANIFEST}); run `fdabench acquire --raw {name}`")
-    recorded = json.loads(manifest_path.read_text())["sha256"]
+    with reading(manifest_path, f"the record of an acquisition ({MANIFEST})"):
+        recorded = read_json_object(manifest_path, MANIFEST)["sha256"]
     changed = [
         path for path, digest in recorded.items() if not (base / path).exists() or content_sha256(base / path) != digest
     ]
@@ -225,7 +235,12 @@ def _gunzip_all(base: Path) -> None:
     for path in sorted((base / "raw").glob("*.gz")):
         out = path.with_suffix("")
         if not out.exists():
-            with gzip.open(path, "rb") as source, open(out, "wb") as target:
+            with (
+                atomic_path(out) as partial,
+                reading(path, "a gzip'd idx file"),
+                gzip.open(path, "rb") as source,
+                open(partial, "wb") as target,
+            ):
                 shutil.copyfileobj(source, target)
 
 

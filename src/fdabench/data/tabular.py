@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from fdabench.core.readers import reading
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import raw_dir
 
@@ -45,6 +46,14 @@ def heart_auxiliary(name: str, table) -> np.ndarray:
     if name == "age_decade":
         return np.searchsorted(np.asarray(AGE_DECADES), table["age"].to_numpy(), side="right").astype(np.int64)
     raise ValueError(f"unknown auxiliary label {name!r}")
+
+
+def _read_centre(path):
+    """One centre's processed.*.data table (comma-separated, no header, '?' for a missing value)."""
+    import pandas as pd
+
+    with reading(path, "a UCI Heart Disease table (processed.<centre>.data)"):
+        return pd.read_csv(path, header=None, names=list(HEART_COLUMNS), na_values="?")
 
 
 @DATASETS.register
@@ -111,10 +120,7 @@ class FedHeart(DatasetSource):
         removed = [
             column for column in HEART_COLUMNS if column in auxiliary or (column == "age" and "age_decade" in auxiliary)
         ]
-        tables = {
-            centre: pd.read_csv(base / filename, header=None, names=list(HEART_COLUMNS), na_values="?")
-            for centre, filename in HEART_CENTRES.items()
-        }
+        tables = {centre: _read_centre(base / filename) for centre, filename in HEART_CENTRES.items()}
         if options["rows"] == "flamby":
             tables = {
                 centre: table.drop(columns=list(FLAMBY_DROPPED)).dropna(axis=0).reset_index(drop=True)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fdabench.core.io import atomic_path
+from fdabench.core.readers import FileReadError, reading
 
 
 @dataclass
@@ -55,12 +56,13 @@ def _read(path: Path) -> dict[str, Any] | None:
     """A checkpoint file's contents; None, with one line of warning, where it cannot be read as one (truncated,
     edited, or not a checkpoint): the file is removed, so the cell starts over and the next checkpoint replaces it."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        with reading(path, "a checkpoint"):  # torch raises many kinds for a damaged file
+            saved = torch.load(path, map_location="cpu", weights_only=True)
         if isinstance(saved, dict) and isinstance(saved.get("state"), dict) and "next_round" in saved["state"]:
             return saved
         reason = "not a checkpoint"
-    except Exception as error:  # torch raises many kinds for a damaged file (RuntimeError, EOFError, pickle errors)
-        reason = " ".join(f"{type(error).__name__}: {str(error).split('. ')[0]}".split())[:160]
+    except FileReadError as error:
+        reason = error.problem[:160]
     print(f"checkpoint {path} is unreadable ({reason}); discarded, the cell starts over")
     path.unlink(missing_ok=True)
     return None

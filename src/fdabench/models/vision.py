@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from fdabench.core.readers import reading
 from fdabench.models.base import MODELS
 from fdabench.models.small import BodyHead
 
@@ -108,7 +109,8 @@ def _resnet(depth: int, input_shape, num_outputs, weights: str, freeze_batchnorm
                 f"the file there (or set TORCH_HOME), or set model_options: {{weights: none}} to train from scratch."
             )
         network = builder(weights=None)
-        network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        with reading(path, f"ImageNet weights for resnet{depth}"):
+            network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     elif weights == "none":
         network = builder(weights=None)
     else:
