@@ -77,7 +77,7 @@ def test_identical_runs_vouch_for_the_modules_that_differ(pair):
     ("edit", "says"),
     [
         (lambda cell: cell["rounds"][-1].update(accuracy=cell["rounds"][-1]["accuracy"] + 1e-12), "results differ"),
-        (lambda cell: cell.update(final=cell["final"] + 1e-12), "results differ at final"),
+        (lambda cell: cell.update(final=cell["final"] + 1e-12), r"results differ at \.final"),
         (lambda cell: cell.update(threads=7), "differ in threads"),
         (lambda cell: cell["config"].update(seed=99), "different configurations"),
         (lambda cell: cell["code"].update(fingerprint="elsewhere"), "not today's"),
@@ -118,7 +118,7 @@ def test_the_command_records_evidence_and_refuses_a_difference(pair, tmp_path, c
     (tmp_path / "new" / "c.json").write_text(json.dumps(edited))
     before = record.read_bytes()
     assert main([*argv, "--record", str(record)]) == 2
-    assert "results differ at final" in capsys.readouterr().err
+    assert "results differ at .final" in capsys.readouterr().err
     assert record.read_bytes() == before  # nothing recorded
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone" / "c.json").write_text(json.dumps(new))

@@ -2,9 +2,9 @@
 
 Dropped before comparing (`comparable`): timings (`wall_seconds`, `train_seconds`, `train_cpu_seconds`, each
 round's `seconds`), the code fingerprint (`code`: module hashes change with any edit of the code a cell
-reaches, even one that leaves every result equal) and the digest (`digest`, `fdabench.cell.digest`: it hashes the
-timings too). Everything else (configuration, every round's metrics and
-bytes, finals, versions, device, partition hash) must be equal. `scripts/compare_cells.py` runs it on two
+reaches, even one that leaves every result equal), the digest (`digest`, `fdabench.cell.digest`: it hashes the
+timings too) and what a cell rebuilt from an archive record says of that (`archive`). Everything else
+(configuration, every round's metrics and bytes, finals, versions, device, partition hash) must be equal. `scripts/compare_cells.py` runs it on two
 folders of cell files (e.g. results/cells before and after a change that must not change results).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from fdabench.core.readers import read_json
 
 #: top-level keys of a cell file that differ between equal runs
-VOLATILE_KEYS = ("wall_seconds", "train_seconds", "train_cpu_seconds", "code", "digest")
+VOLATILE_KEYS = ("wall_seconds", "train_seconds", "train_cpu_seconds", "code", "digest", "archive")
 #: keys of each round record that differ between equal runs
 VOLATILE_ROUND_KEYS = ("seconds",)
 

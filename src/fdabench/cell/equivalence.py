@@ -26,15 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fdabench.cell.compare import cell_differences
 from fdabench.cell.staleness import PLUGIN_PREFIX
 from fdabench.core import formats
 
 FORMAT = formats.CODE_EQUIVALENCES
 RECORD = Path(__file__).with_name("code_equivalences.json")
-#: what may differ between two runs of the same cell with equivalent code: how long it took, and the code itself
-VOLATILE = frozenset({"wall_seconds", "train_seconds", "train_cpu_seconds", "code", "digest", "archive"})
-#: what may differ between two runs' rounds
-VOLATILE_ROUND = frozenset({"seconds"})
 #: what must be equal for two runs to count as the same computation (a result on another device or thread count, or
 #: with another torch, may differ in its last bits for reasons unrelated to the code)
 SAME_RUN = ("device", "threads", "versions")
@@ -111,39 +108,6 @@ def merged(existing: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[di
     return list(found.values())
 
 
-def comparable(cell: dict[str, Any]) -> dict[str, Any]:
-    """What two runs of the same cell with equivalent code must agree on: the cell without timing and code."""
-    view = {key: value for key, value in cell.items() if key not in VOLATILE}
-    rounds = view.get("rounds")
-    if isinstance(rounds, list):
-        view["rounds"] = [
-            {key: value for key, value in record.items() if key not in VOLATILE_ROUND} for record in rounds
-        ]
-    return view
-
-
-def differences(before: Any, after: Any, path: str = "") -> list[str]:
-    """The paths (e.g. `rounds[3].accuracy`) where two JSON values differ; exact equality, floats included."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        found = []
-        for key in sorted(set(before) | set(after), key=str):
-            where = f"{path}.{key}" if path else str(key)
-            if key not in before or key not in after:
-                found.append(f"{where} (only in the {'new' if key in after else 'old'} run)")
-            else:
-                found += differences(before[key], after[key], where)
-        return found
-    if isinstance(before, list) and isinstance(after, list):
-        if len(before) != len(after):
-            return [f"{path} (length {len(before)} -> {len(after)})"]
-        found = []
-        for index, (old, new) in enumerate(zip(before, after, strict=True)):
-            found += differences(old, new, f"{path}[{index}]")
-        return found
-    equal = type(before) is type(after) and before == after
-    return [] if equal else [path or "(the whole value)"]
-
-
 def vouch(
     pairs: Iterable[tuple[str, dict[str, Any], dict[str, Any]]],
     current_code: Any,
@@ -151,8 +115,9 @@ def vouch(
 ) -> list[dict[str, Any]]:
     """The equivalences (entries) that `pairs` of (name, old run, new run) of the same cells show: for every module
     whose hash differs between the two runs' fingerprints, with the cells that ran it as evidence. Both runs are
-    compared as `comparable` gives them (two archive records, or two cell files); `current_code(config)` is today's
-    fingerprint of a configuration ({fingerprint, modules}), which every new run must carry. `VouchError` lists every
+    compared by `fdabench.cell.compare.cell_differences` (two archive records, or two cell files);
+    `current_code(config)` is today's fingerprint of a configuration ({fingerprint, modules}), which every new run
+    must carry. `VouchError` lists every
     pair that shows nothing (results differ, another device, threads or versions, the new run from other code, a
     plugin changed); nothing is vouched then."""
     problems: list[str] = []
@@ -171,7 +136,7 @@ def vouch(
         if unequal:
             problems.append(f"{name}: the two runs differ in {', '.join(unequal)} (compare runs on one machine)")
             continue
-        diff = differences(comparable(old), comparable(new))
+        diff = cell_differences(old, new)
         if diff:
             more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
             problems.append(f"{name}: results differ at {', '.join(diff[:3])}{more}")
