@@ -4,8 +4,9 @@ Dropped before comparing (`comparable`): timings (`wall_seconds`, `train_seconds
 round's `seconds`), the code fingerprint (`code`: module hashes change with any edit of the code a cell
 reaches, even one that leaves every result equal), the digest (`digest`, `fdabench.cell.digest`: it hashes the
 timings too) and what a cell rebuilt from an archive record says of that (`archive`). Everything else
-(configuration, every round's metrics and bytes, finals, versions, device, partition hash) must be equal. `scripts/compare_cells.py` runs it on two
-folders of cell files (e.g. results/cells before and after a change that must not change results).
+(configuration, every round's metrics and bytes, finals, versions, device, partition hash) must be equal.
+`scripts/compare_cells.py` runs it on two folders of cell files (e.g. results/cells before and after a change that
+must not change results); `fdabench archive vouch` on the same cells run with old and new code.
 """
 
 from __future__ import annotations
