@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -102,3 +103,53 @@ def train_cli_cell(cells: CliCells, method: str, seed: int, name: str, device: s
     args += ["--partition", str(cells.root / f"partition{seed}.json"), "--output", str(output)]
     assert main([*args, *(["--device", device] if device else [])]) == 0
     return json.loads(output.read_text())
+
+
+#: a small sweep suite (tests/config/test_sweep_config.py, tests/report/test_sweep_settings.py)
+SWEEP_PARAMS = {
+    "suite": "s",
+    "methods": {"fedgp_half": {"algorithm": "fedgp", "beta": 0.25}},
+    "suites": {
+        "s": {
+            "seeds": [0, 1],
+            "methods": ["source_only", "fedgp_half", "ditto"],
+            "train": {"model": "mlp", "model_options": {"hidden": [8]}, "rounds": 3, "warmup_rounds": 1},
+            "validation": {"target_holdout": 8},
+            "sweep": {"draws": 4, "train": ["target_lr"]},
+            "experiments": {
+                "colored_digits": {
+                    "dataset": "colored_digits",
+                    "targets": ["-90", "+90"],
+                    "partition": {"target_labelled": 48},
+                }
+            },
+        }
+    },
+}
+
+
+def snakemake_in(workdir: Path, repo: Path, *args: str, source: Path | None = None) -> subprocess.CompletedProcess:
+    """Snakemake in `workdir`; with `source`, a copy of the fdabench source tree shadows the installed one."""
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(repo / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+    ]
+    env = workflow_environment(workdir, source=source)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def planned_jobs(plan: subprocess.CompletedProcess) -> dict[str, str]:
+    """Rule -> job count from `snakemake --dry-run --quiet rules`."""
+    return dict(
+        line.split()[:2]
+        for line in plan.stdout.splitlines()
+        if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
+    )

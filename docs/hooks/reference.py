@@ -2,7 +2,7 @@
 
 `generate_pages()` returns {page path under docs/: Markdown}; `mkdocs build` adds those pages (`on_files`) and
 fills the reproduction-status block of docs/reproduction.md from the committed summary (`on_page_markdown`).
-Nothing generated is committed. tests/test_docs.py calls the same functions. The modules and files read are
+Nothing generated is committed. tests/repository/test_docs.py calls the same functions. The modules and files read are
 named in entry_points.py, the one place to edit when one of them moves.
 """
 
@@ -191,7 +191,7 @@ def layers_page() -> str:
         GENERATED_NOTE,
         "# Import layers",
         "",
-        "The package's layers, bottom (0) to top, as `tests/test_architecture.py` checks them: a module imports "
+        "The package's layers, bottom (0) to top, as `tests/repository/test_architecture.py` checks them: a module imports "
         "only from its own layer or lower ones, never in a cycle. Each module's line is the first paragraph of its "
         "docstring. Why the layers are cut this way: [Architecture](../architecture.md).",
         "",
@@ -229,7 +229,7 @@ def bad_input_page(cases: list | None = None) -> str:
         GENERATED_NOTE,
         "# Bad-input catalogue",
         "",
-        "Each case is a test in `tests/test_bad_input.py`; the message is what that case prints, captured when this "
+        "Each case is a test in `tests/cli/test_bad_input.py`; the message is what that case prints, captured when this "
         "page was built (… stands for a scratch path; long messages are cut). What the checks guarantee: "
         "[Pipeline, bad input](../pipeline.md#bad-input).",
         "",

@@ -45,8 +45,8 @@ def test_code_changes_consults_the_equivalences():
     now = {"fingerprint": "new", "modules": {MODULE: "b", "fdabench.cell.run": "r"}}
     recorded = {"fingerprint": "old", "modules": {MODULE: "a", "fdabench.cell.run": "r"}}
     assert code_changes(recorded, now) == [MODULE]
-    assert code_changes(recorded, now, equivalences_of([_entry("a", "b")])) == []
-    assert code_changes(recorded, now, equivalences_of([_entry("b", "a")])) == [MODULE]
+    assert code_changes(recorded, now, equivalences_of([_entry("a", "b")]).holds) == []
+    assert code_changes(recorded, now, equivalences_of([_entry("b", "a")]).holds) == [MODULE]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_the_command_records_evidence_and_refuses_a_difference(pair, tmp_path, c
     argv = ["archive", "vouch", "--before", str(tmp_path / "old"), "--after", str(tmp_path / "new")]
     assert main([*argv, "--record", str(record)]) == 0
     written = equivalences_of(read_record(record))
-    assert code_changes(old["code"], new["code"], written) == []
+    assert code_changes(old["code"], new["code"], written.holds) == []
     edited = copy.deepcopy(new)
     edited["final"] += 1.0
     (tmp_path / "new" / "c.json").write_text(json.dumps(edited))

@@ -8,12 +8,12 @@ import pytest
 
 from fdabench.config import validate_params
 from fdabench.report import sweep, sweep_settings
-from test_sweep_config import BASE
+from workflows import SWEEP_PARAMS
 
 
 def sweep_cells():
     """Cells of a real sweep's configurations (3 methods x 4 draws x 2 targets x 2 trials), with made-up metrics."""
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     raw["suites"]["s"]["sweep"]["train"] = ["target_lr", "target_batch_size"]
     params = validate_params(raw)
     rng = np.random.default_rng(3)

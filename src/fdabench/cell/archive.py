@@ -280,7 +280,7 @@ def record_state(record: dict[str, Any], config: dict[str, Any] | None, code: di
     module by module (`fdabench.cell.staleness.code_changes`)."""
     if config is None:
         return "not in the suite", "params.yaml no longer lists this cell"
-    changed = None if code is None else code_changes(record["code"], code, shipped())
+    changed = None if code is None else code_changes(record["code"], code, shipped().holds)
     if changed != []:
         ran = record["code"].get("fingerprint", "?")[:12]
         now = (code or {}).get("fingerprint", "none")[:12]

@@ -29,6 +29,7 @@ from typing import Any
 from fdabench.cell.compare import cell_differences
 from fdabench.cell.staleness import PLUGIN_PREFIX
 from fdabench.core import formats
+from fdabench.core.readers import FileReadError, read_json_object
 
 FORMAT = formats.CODE_EQUIVALENCES
 RECORD = Path(__file__).with_name("code_equivalences.json")
@@ -177,8 +178,6 @@ def _evidence(cells: list[dict[str, Any]], vouched: str) -> dict[str, Any]:
 def read_record(path: str | Path = RECORD) -> list[dict[str, Any]]:
     """The entries of the record at `path` ([] where there is none yet); `FileReadError` naming a file that is not
     a code-equivalence record."""
-    from fdabench.core.readers import FileReadError, read_json_object
-
     if not Path(path).exists():
         return []
     payload = read_json_object(path, "a code-equivalence record (JSON)")

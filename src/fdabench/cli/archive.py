@@ -213,7 +213,9 @@ def archived_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for record in records:
         cell = cell_from_record(record)
         current = current_fingerprint(record["config"])
-        cell["archive"]["older_commit"] = current is None or code_changes(record["code"], current, equivalences) != []
+        cell["archive"]["older_commit"] = (
+            current is None or code_changes(record["code"], current, equivalences.holds) != []
+        )
         cells.append(cell)
     return cells
 

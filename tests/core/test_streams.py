@@ -7,7 +7,7 @@ import pytest
 
 from fdabench.core.streams import CHECKED_CLIENTS, CHECKED_ROUNDS, PURPOSES, stream
 
-SOURCE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
+SOURCE = Path(__file__).resolve().parents[2] / "src" / "fdabench"
 #: the indices each purpose is used with in a cell of up to CHECKED_CLIENTS clients and CHECKED_ROUNDS rounds
 INDICES = {
     "batches": range(CHECKED_CLIENTS + 1),

@@ -34,7 +34,7 @@ from fdabench.jobs.heal import recorded_state
 from fdabench.models import resolved_model_options
 from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END, best_round
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUITE = "paper_cpu"
 EXPERIMENTS = {"fmnist_noise": 3, "fmnist_noise_target_lr_half": 2, "fmnist_source_labels": 2}  # seeds each
 README_TEXT = f"# title\n\nintro\n\n{STATUS_BEGIN}\nSuite `{SUITE}` (old counts)\n{STATUS_END}\n\nafter\n"

@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from fdabench.core import paths
-from test_pipeline import _jobs, _snakemake
-from workflows import TINY_PARAMS
+from workflows import TINY_PARAMS, planned_jobs, snakemake_in
 
 pytestmark = pytest.mark.pipeline
 
@@ -38,7 +37,7 @@ SWEEP_PARAMS = {
 
 def test_a_sweep_runs_to_its_tables_and_a_new_draw_runs_only_its_cells(tmp_path, repo_root):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(SWEEP_PARAMS))
-    result = _snakemake(tmp_path, repo_root)
+    result = snakemake_in(tmp_path, repo_root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for output in paths.sweep_outputs("tinysweep", ["source_val", "target_val", "last", "oracle"]):
         assert (tmp_path / output).stat().st_size > 0, output
@@ -49,7 +48,7 @@ def test_a_sweep_runs_to_its_tables_and_a_new_draw_runs_only_its_cells(tmp_path,
     assert (table.loc[table["target"] != "Avg", "n_trials"] == 2).all()
     cell = json.loads((tmp_path / "results/cells/tinysweep/colored_digits/fedgp.draw1/-90/seed0.json").read_text())
     assert cell["config"]["sweep"]["draw"] == 1 and "target_val_accuracy" in cell["rounds"][-1]
-    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    nothing = snakemake_in(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
     progress = subprocess.run(
         [sys.executable, "-m", "fdabench", "status"], cwd=tmp_path, capture_output=True, text=True, check=True
@@ -59,7 +58,7 @@ def test_a_sweep_runs_to_its_tables_and_a_new_draw_runs_only_its_cells(tmp_path,
     grown = json.loads(json.dumps(SWEEP_PARAMS))
     grown["suites"]["tinysweep"]["sweep"]["draws"] = 3
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(grown))
-    jobs = _jobs(_snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
+    jobs = planned_jobs(snakemake_in(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
     # the new draw of the 2 methods with a space x 2 targets x 2 trials; nothing else retrains
     assert jobs.get("train") == "8", jobs
     assert jobs.get("sweep") == "1" and "partition" not in jobs and "prepare" not in jobs

@@ -14,31 +14,11 @@ from fdabench.config.checks import _spec_errors
 from fdabench.core import search
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
-
-BASE = {
-    "suite": "s",
-    "methods": {"fedgp_half": {"algorithm": "fedgp", "beta": 0.25}},
-    "suites": {
-        "s": {
-            "seeds": [0, 1],
-            "methods": ["source_only", "fedgp_half", "ditto"],
-            "train": {"model": "mlp", "model_options": {"hidden": [8]}, "rounds": 3, "warmup_rounds": 1},
-            "validation": {"target_holdout": 8},
-            "sweep": {"draws": 4, "train": ["target_lr"]},
-            "experiments": {
-                "colored_digits": {
-                    "dataset": "colored_digits",
-                    "targets": ["-90", "+90"],
-                    "partition": {"target_labelled": 48},
-                }
-            },
-        }
-    },
-}
+from workflows import SWEEP_PARAMS
 
 
 def params(**suite_changes):
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     for key, value in suite_changes.items():
         if value is None:
             raw["suites"]["s"].pop(key, None)
@@ -261,7 +241,7 @@ def test_contradictory_sweep_and_validation_settings_are_refused_before_any_job(
 
 
 def test_source_val_needs_a_partitioner_that_holds_sources_out():
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     raw["suites"]["s"]["experiments"] = {
         "noise": {"dataset": "synthetic_regression", "targets": ["s1-n49"], "methods": ["fedgp_half"]}
     }
@@ -273,14 +253,14 @@ def test_source_val_needs_a_partitioner_that_holds_sources_out():
 
 
 def test_sweep_names_are_reserved_for_sweeps():
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     raw["methods"]["fedgp.draw1"] = {"algorithm": "fedgp"}
     with pytest.raises(ParamsError, match="sweep's cells; rename the variant"):
         validate_params(raw)
 
 
 def test_the_cell_limit_counts_every_draw():
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     raw["limits"] = {"cells": 20}
     with pytest.raises(ParamsError, match="48 cells"):
         validate_params(raw)  # 3 methods x 4 draws x 2 targets x 2 seeds
@@ -295,7 +275,7 @@ def test_the_cell_limit_counts_every_draw():
     ],
 )
 def test_contradictory_client_splits_are_refused_before_any_job(partition, message):
-    raw = copy.deepcopy(BASE)
+    raw = copy.deepcopy(SWEEP_PARAMS)
     raw["suites"]["s"]["experiments"]["colored_digits"]["partition"].update(partition)
     with pytest.raises(ParamsError, match=message):
         validate_params(raw)

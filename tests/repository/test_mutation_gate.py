@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-spec = importlib.util.spec_from_file_location("mutation_check", Path(__file__).parent / "mutation" / "check.py")
+spec = importlib.util.spec_from_file_location("mutation_check", Path(__file__).parents[1] / "mutation" / "check.py")
 check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check)
 

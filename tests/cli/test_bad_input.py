@@ -31,7 +31,7 @@ from fdabench.data.base import DomainArrays, PreparedDataError
 from fdabench.data.image_folders import ManifestError, read_manifest
 from fdabench.federation.problem import build_problem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((REPO / "params.yaml").read_text())
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import fdabench
 
 PACKAGE = Path(fdabench.__file__).resolve().parent
-WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
+WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
 
 
 def _calls(tree: ast.AST):

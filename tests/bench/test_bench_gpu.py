@@ -25,7 +25,7 @@ from fdabench.federation.cohort import auto_cohort, use_cohort
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model, model_name
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED_RUN = REPO / "docs" / "benchmarks" / "gpu.json"
 #: fdabench requirements (and dev tools) a lent GPU machine's image lacks and the bench must not import
 BARE_MACHINE_LACKS = ("snakemake", "dvc", "ot", "flwr", "mkdocs", "mutmut", "ruff")
@@ -93,7 +93,7 @@ def test_the_dry_run_exercised_every_stage(dry_run):
     _, output = dry_run
     stage = {name: record["result"] for name, record in read_json(output / run.JSON_NAME)["stages"].items()}
     assert stage["pytest"]["collect_only"] and stage["pytest"]["counts"]["collected"] >= 1
-    assert "tests/test_cuda.py" in stage["pytest"]["command"]
+    assert "tests/core/test_cuda.py" in stage["pytest"]["command"]
     cells = stage["cells"]["cells"]
     assert set(cells) == set(stages.CELL_METHODS)
     for summary in cells.values():
@@ -330,8 +330,8 @@ def test_pytest_summaries_and_nvidia_smi_output_are_read():
 
 def test_the_gpu_tests_are_found_by_their_mark():
     found = stages.gpu_test_files(REPO / "tests")
-    assert {"tests/test_cuda.py", "tests/test_bench_gpu.py"} <= set(found)
-    assert "tests/test_bench.py" not in found
+    assert {"tests/core/test_cuda.py", "tests/bench/test_bench_gpu.py"} <= set(found)
+    assert "tests/bench/test_bench.py" not in found
 
 
 def test_the_fmnist_stand_in_has_fashion_mnists_layout():

@@ -19,7 +19,7 @@ from packaging.version import Version
 from fdabench.cell.archive import read_archive
 from fdabench.cell.lock import locked_pins, version_disagreements
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "requirements.lock"
 UPDATE = "uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 -o requirements.lock"
 #: the packages whose versions move the numbers: the installed ones must be the locked ones

@@ -25,7 +25,7 @@ from fdabench.core.registry import Registry, UnknownNameError
 from fdabench.methods import METHODS, RoundLoopMethod
 from workflows import TINY_PARAMS
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fdabench-fedgp-nofilter"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fdabench-fedgp-nofilter"
 
 METHOD_MODULE = """
 from fdabench.tensor_math.aggregation import fedavg

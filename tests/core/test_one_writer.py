@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fdabench"
 WRITERS = (PACKAGE / "core" / "io.py", PACKAGE / "core" / "staging.py")
 
 # calls that write a file at a path given as their first argument (or `path` keyword)

@@ -10,36 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflows import TINY_PARAMS, workflow_environment
+from workflows import TINY_PARAMS, planned_jobs, snakemake_in
 
 pytestmark = pytest.mark.pipeline
-
-
-def _snakemake(workdir: Path, repo: Path, *args: str, source: Path | None = None) -> subprocess.CompletedProcess:
-    """Snakemake in `workdir`; with `source`, a copy of the fdabench source tree shadows the installed one."""
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(repo / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        *args,
-    ]
-    env = workflow_environment(workdir, source=source)
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-
-
-def _jobs(plan: subprocess.CompletedProcess) -> dict[str, str]:
-    """Rule -> job count from `snakemake --dry-run --quiet rules`."""
-    return dict(
-        line.split()[:2]
-        for line in plan.stdout.splitlines()
-        if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
-    )
 
 
 def _source_copy(root: Path, repo: Path, module: str, edit) -> Path:
@@ -52,7 +25,7 @@ def _source_copy(root: Path, repo: Path, module: str, edit) -> Path:
 
 def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
-    result = _snakemake(tmp_path, repo_root)
+    result = snakemake_in(tmp_path, repo_root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     table = (tmp_path / "results/table1.csv").read_text().splitlines()
@@ -70,7 +43,7 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     assert (tmp_path / "results/table1.csv").is_symlink()  # a link to the active suite's table
     assert os.readlink(tmp_path / "results/table1.csv") == "tiny/table1.csv"
     assert os.readlink(figure) == "../tiny/figures/colored_digits_rounds.png"
-    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    nothing = snakemake_in(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
 
     # another suite with a table of the same name: its own files; switching back serves the first again
@@ -84,34 +57,34 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
         "train": {**TINY_PARAMS["suites"]["tiny"]["train"], "rounds": 2},
     }
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(other))
-    result = _snakemake(tmp_path, repo_root, "tables")
+    result = snakemake_in(tmp_path, repo_root, "tables")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert {line.split(",")[3] for line in (tmp_path / "results/table1.csv").read_text().splitlines()[1:]} == {
         "source_only"
     }
     assert (tmp_path / "results/tiny/table1.csv").read_bytes() == own
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
-    plan = _jobs(_snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
+    plan = planned_jobs(snakemake_in(tmp_path, repo_root, "--dry-run", "--quiet", "rules"))
     assert set(plan) - {"total"} == {"view", "all"}, plan  # nothing is recomputed: the links are re-pointed
-    assert _snakemake(tmp_path, repo_root).returncode == 0
+    assert snakemake_in(tmp_path, repo_root).returncode == 0
     assert (tmp_path / "results/table1.csv").read_bytes() == own
 
     changed = dict(TINY_PARAMS, methods={"fedgp": {"beta": 0.25}})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(changed))
-    plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules")
-    jobs = _jobs(plan)
+    plan = snakemake_in(tmp_path, repo_root, "--dry-run", "--quiet", "rules")
+    jobs = planned_jobs(plan)
     assert jobs.get("train") == "2", plan.stdout  # the two fedgp cells, not the source_only ones
     assert jobs.get("table") == "1" and jobs.get("figure_rounds") == "1"
     assert "partition" not in jobs and "prepare" not in jobs
 
     # how often cells save checkpoints is not part of their identity: changing it reruns nothing
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "checkpoint_every": 3}))
-    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    nothing = snakemake_in(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
 
     # device: the cells ran on the CPU under auto, so `device: cpu` is the same cells (fdabench.core.device_identity)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "device": "cpu"}))
-    nothing = _snakemake(tmp_path, repo_root, "--dry-run")
+    nothing = snakemake_in(tmp_path, repo_root, "--dry-run")
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
     status = subprocess.run([sys.executable, "-m", "fdabench", "status", "--check"], cwd=tmp_path, capture_output=True)
     assert status.returncode == 0, status.stdout + status.stderr
@@ -119,11 +92,11 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     # code: a comment reruns nothing; a change to FedGP's module reruns its cells and only those
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY_PARAMS))
     comment = _source_copy(tmp_path / "comment", repo_root, "methods/fda.py", lambda t: t + "\n# a comment\n")
-    nothing = _snakemake(tmp_path, repo_root, "--dry-run", source=comment)
+    nothing = snakemake_in(tmp_path, repo_root, "--dry-run", source=comment)
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]
     edited = _source_copy(tmp_path / "edited", repo_root, "methods/fda.py", lambda t: t + "\nEXTRA = 1\n")
-    plan = _snakemake(tmp_path, repo_root, "--dry-run", "--quiet", "rules", source=edited)
-    jobs = _jobs(plan)
+    plan = snakemake_in(tmp_path, repo_root, "--dry-run", "--quiet", "rules", source=edited)
+    jobs = planned_jobs(plan)
     assert jobs.get("train") == "2", plan.stdout  # the fedgp cells: source_only does not import methods/fda.py
     assert "partition" not in jobs and "prepare" not in jobs
     status = subprocess.run(
@@ -146,7 +119,7 @@ def test_typo_fails_before_any_job(tmp_path, repo_root):
     broken = json.loads(json.dumps(TINY_PARAMS))
     broken["suites"]["tiny"]["methods"] = ["source_only", "fedgpp"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(broken))
-    result = _snakemake(tmp_path, repo_root)
+    result = snakemake_in(tmp_path, repo_root)
     assert result.returncode != 0
     assert "unknown method 'fedgpp'" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()

@@ -2,7 +2,8 @@
 written is refused with a message naming it (and the nearest valid names), or healed. One test per class: YAML
 that loses what was written, names that do not exist, settings that contradict each other, files of the wrong
 kind, outputs that would overwrite inputs, plugins that change shipped code, late checks, equivalent paths, state
-that can never heal. (The pipeline's side, a table target with a deleted cell, is in tests/test_missing_results.py.)"""
+that can never heal. (The pipeline's side, a table target with a deleted cell, is in
+tests/workflow/test_missing_results.py.)"""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from fdabench.core import formats, paths, plugins
 from fdabench.jobs.heal import heal_cell
 from fdabench.jobs.status import cell_state
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((REPO / "params.yaml").read_text())
 
 
@@ -330,7 +331,7 @@ def test_a_loaded_plugin_is_recorded_and_stales_only_the_cells_it_changes(tmp_pa
         ]
         # the same module installed through an entry point (the patch of plugin_fingerprint above undone: it would
         # count as a change to shipped code): a cell run without it stays current, as it neither serves the cell nor
-        # changed what it runs (fdabench.cell.plugin_scope; tests/test_plugin_scope.py: one that does stales them)
+        # changed what it runs (fdabench.cell.plugin_scope; tests/cell/test_plugin_scope.py: one that does stales them)
         monkeypatch.undo()
         monkeypatch.syspath_prepend(str(tmp_path))
         point = EntryPoint("patcher", "patcher:SCALE", "fdabench.methods")

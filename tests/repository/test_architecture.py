@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fdabench"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fdabench"
 
 # Bottom to top. A module may import modules of its own layer or of lower layers. Each layer is a set of
 # packages (docs/architecture.md draws this table from here).
@@ -94,7 +94,7 @@ def _layer(module: str) -> int:
             if module == prefix or (prefix != "fdabench" and module.startswith(prefix + ".")):
                 best = index
     if best is None:
-        raise AssertionError(f"{module} is in no layer of tests/test_architecture.py")
+        raise AssertionError(f"{module} is in no layer of tests/repository/test_architecture.py")
     return best
 
 
