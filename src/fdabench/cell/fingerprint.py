@@ -44,14 +44,15 @@ PACKAGE = Path(__file__).resolve().parents[1]  # src/fdabench
 RUNNER = "fdabench.cell.run"
 #: Modules that never change a number a job computes, where the reach of every fingerprint stops: the package's
 #: version string (recorded beside the fingerprint), file reading and writing and the hashes that name files
-#: (`core.io`; folders: `core.staging`), error types (`core.errors`), file-kind tags (`core.formats`), the
-#: registries' name lookup (`core.registry`: the member found is fingerprinted by its own module), plugin loading
-#: (`core.plugins`: a plugin's code enters the fingerprints of the cells that use it, `cell.plugin_fingerprint`) and
-#: fingerprinting itself.
+#: (`core.io`; folders: `core.staging`; a file that cannot be read, named in one error: `core.readers`), error types
+#: (`core.errors`), file-kind tags (`core.formats`), the registries' name lookup (`core.registry`: the member found
+#: is fingerprinted by its own module), plugin loading (`core.plugins`: a plugin's code enters the fingerprints of
+#: the cells that use it, `cell.plugin_fingerprint`) and fingerprinting itself.
 BOOKKEEPING = frozenset(
     {
         "fdabench",
         "fdabench.core.io",
+        "fdabench.core.readers",
         "fdabench.core.staging",
         "fdabench.core.errors",
         "fdabench.core.formats",
