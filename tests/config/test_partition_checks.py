@@ -84,3 +84,48 @@ def test_target_labelled_above_a_prepared_downloaded_domain_is_refused(tmp_path)
     raw = _mnist_params(tmp_path / "data", {"clients": 4, "target_labelled": 1000})
     _prepare_mnist_stand_in(tmp_path / "data", raw)
     assert "partition: target 'noise0.4', seed 0:" in params_refusal(raw)
+
+
+def _synthetic(**dataset_options):
+    raw = copy.deepcopy(TINY_PARAMS)
+    raw["suites"]["tiny"]["experiments"] = {
+        "synthetic": {
+            "dataset": "synthetic_regression",
+            "targets": ["s1-n49"],
+            "dataset_options": dataset_options,
+            "train": {"model": "sigmoid_mlp", "model_options": {"hidden": 8}},
+        }
+    }
+    raw["suites"]["tiny"]["tables"] = {"table1": {"title": "t", "experiments": ["synthetic"]}}
+    return raw
+
+
+def test_a_generated_dataset_larger_than_the_machine_is_refused_before_it_is_generated():
+    message = params_refusal(_synthetic(samples_per_domain=10**12))
+    assert "dataset_options of synthetic_regression need about" in message and "more than this machine's" in message
+    assert list(validate_params(_synthetic(samples_per_domain=200)).cells())
+
+
+def test_the_prepare_job_refuses_it_too(tmp_path, capsys):
+    from fdabench.cli import main
+
+    argv = ["prepare", "--dataset", "synthetic_regression", "--output", str(tmp_path / "prepared")]
+    assert main([*argv, "--options", '{"samples_per_domain": 1000000000000}']) == 2
+    assert "more than this machine's" in capsys.readouterr().err
+    assert not (tmp_path / "prepared").exists()
+
+
+def test_the_generation_estimate_covers_the_peak_it_measures():
+    """tracemalloc sees numpy's allocations: the estimate must not be below the measured peak."""
+    import tracemalloc
+
+    from fdabench.config.resolve import given_dataset_options
+    from fdabench.data import get_dataset
+
+    source = get_dataset("synthetic_regression")
+    options = given_dataset_options("synthetic_regression", {"samples_per_domain": 2000})
+    tracemalloc.start()
+    source.prepare(options)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= source.generation_bytes(options) <= 3 * peak

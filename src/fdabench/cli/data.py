@@ -15,6 +15,7 @@ from fdabench.cli.files import INPUT_FOLDER, OUTPUT, OUTPUT_FOLDER, OUTPUT_ROOT
 def cmd_prepare(args: argparse.Namespace) -> int:
     import torch
 
+    from fdabench.config.partition_checks import generation_error
     from fdabench.config.resolve import given_dataset_options
     from fdabench.config.schema import object_schema, schema_errors
     from fdabench.data import get_dataset
@@ -25,6 +26,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.dataset} options: {'; '.join(problems)} (the keys of datasets.{args.dataset})")
     torch.set_num_threads(args.threads)
     options = given_dataset_options(args.dataset, args.options or {})
+    too_big = generation_error(args.dataset, options)
+    if too_big:
+        raise CommandError(too_big)
     started = time.perf_counter()
     prepared = source.prepare(options, raw_root=args.raw_root)
     prepared.save(args.output)

@@ -10,7 +10,8 @@ domain's classes cannot serve are refused here, with the partition job's own mes
 from __future__ import annotations
 
 import json
-from functools import cache
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def _prepared(dataset: str, options: dict[str, Any], data_root: str) -> Prepared
     return _generated(dataset, json.dumps(options, sort_keys=True))
 
 
-@cache
+@lru_cache(maxsize=4)  # a few option sets per process: each holds a whole dataset in memory
 def _generated(dataset: str, options_text: str) -> PreparedDataset | None:
     options = json.loads(options_text)
     source = get_dataset(dataset)
@@ -43,6 +44,24 @@ def _generated(dataset: str, options_text: str) -> PreparedDataset | None:
         return source.prepare(options)
     except (OSError, ValueError):
         return None  # its prepare job reports it
+
+
+def machine_memory() -> int:
+    """This machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def generation_error(dataset: str, options: dict[str, Any]) -> str | None:
+    """Why `dataset` cannot be generated here with `options` (it needs more memory than the machine has, as its
+    `generation_bytes` reckons), or None."""
+    needed = get_dataset(dataset).generation_bytes(options)
+    available = machine_memory()
+    if needed is None or needed <= available:
+        return None
+    return (
+        f"dataset_options of {dataset} need about {needed / 2**30:,.1f} GiB to generate, more than this machine's "
+        f"{available / 2**30:,.1f} GiB; choose smaller sizes (samples_per_domain, input_dim, basis_functions)"
+    )
 
 
 def partition_errors(
@@ -56,6 +75,9 @@ def partition_errors(
     seeds: list[int],
 ) -> list[str]:
     """One line per target whose split the partition job would refuse (for its first such seed)."""
+    too_big = generation_error(dataset, dataset_options)
+    if too_big:
+        return [f"{where}: {too_big}"]
     prepared = _prepared(dataset, dataset_options, paths.normal_root(data_root))
     if prepared is None:
         return []

@@ -198,6 +198,11 @@ class DatasetSource(ABC):
         """Files outside data/raw that `prepare` reads (e.g. a manifest), so the workflow tracks them."""
         return []
 
+    def generation_bytes(self, options: dict[str, Any]) -> int | None:
+        """The memory `prepare` needs at its peak where `options` set the data's size (a generated dataset), so that
+        `validate` refuses a size no machine here can hold before generating it; None where files decide."""
+        return None
+
 
 DATASETS: Registry[type[DatasetSource]] = Registry("dataset")
 

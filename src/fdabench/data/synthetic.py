@@ -72,6 +72,15 @@ class SyntheticRegression(DatasetSource):
     }
     default_partition = {"test_fraction": 0.2, "target_sizes": list(PUBLISHED_TARGET_SIZES)}
 
+    def generation_bytes(self, options: dict[str, Any]) -> int:
+        """Every domain's float32 inputs and outputs, plus one domain's float64 temporaries: its draw (components,
+        centres, noise: 3 input-sized arrays) and `_rbf_outputs`' (products, distances, their exponentials: 3
+        basis-sized arrays, and the outputs twice)."""
+        samples, dim = options["samples_per_domain"], options["input_dim"]
+        outputs, basis = options["output_dim"], options["basis_functions"]
+        kept = (1 + len(options["shift_levels"])) * samples * (dim + outputs) * 4
+        return kept + samples * (3 * dim + 3 * basis + 2 * outputs + 1) * 8 + basis * dim * 8
+
     def prepare(self, options: dict[str, Any], raw_root: str | None = None) -> PreparedDataset:
         rng = np.random.default_rng(options["seed"])
         dim, outputs, basis = options["input_dim"], options["output_dim"], options["basis_functions"]
