@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fdabench.bench.aggregation import _startup_cell, train_command
+from fdabench.speed.aggregation import _startup_cell, train_command
 from workflows import short_runtime_dir
 
 # `fdabench ARGS` whose writes stop after 16 characters and wait there, saying so on stdout

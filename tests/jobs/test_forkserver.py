@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fdabench.bench.aggregation import _startup_cell, train_command
 from fdabench.jobs import forkserver
+from fdabench.speed.aggregation import _startup_cell, train_command
 from workflows import short_runtime_dir
 
 

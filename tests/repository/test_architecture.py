@@ -27,7 +27,7 @@ LAYERS = (
         "fdabench.testing",
         "fdabench.theory.init",
     ),  # cell execution
-    ("fdabench.bench", "fdabench.report", "fdabench.theory.report"),  # benchmarks and reports
+    ("fdabench.speed", "fdabench.report", "fdabench.theory.report"),  # benchmarks and reports
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )
 # The theory check is one package (fdabench.theory) whose modules sit at the layers of what they use.

@@ -13,9 +13,9 @@ from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_ROOT, UPDATED
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
-    from fdabench.bench.cell import bench_cell, compare_cohort
     from fdabench.cell.lookup import MissingCellInputs
     from fdabench.core.io import write_json_atomic
+    from fdabench.speed.cell import bench_cell, compare_cohort
 
     params, experiment, method = suite_cell(args, "bench cell")
     cell = (params, experiment, method, args.target, args.seed, args.rounds, args.threads or 1)
@@ -35,12 +35,12 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_gpu(args: argparse.Namespace) -> int:
-    from fdabench.bench.gpu import report, run
     from fdabench.core.io import write_text_atomic
     from fdabench.core.readers import FileReadError, read_json, read_text
+    from fdabench.speed.gpu import report, run
 
     if args.worker:  # one packed cell's process, started by the packing stage
-        from fdabench.bench.gpu.stages import worker
+        from fdabench.speed.gpu.stages import worker
 
         if not args.output:
             raise CommandError("bench gpu --worker SPEC needs --output FILE")
@@ -76,8 +76,8 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fdabench.bench import aggregation as bench
     from fdabench.core.io import write_text_atomic
+    from fdabench.speed import aggregation as bench
 
     if args.what == "cell":
         return cmd_bench_cell(args)

@@ -37,7 +37,7 @@ from fdabench.models import model_name
 AUTO_COHORT = {"cpu": False, "cuda": False}
 #: `cohort: auto` per (device type, model family: the registered model name) where a measurement of that family
 #: decided it, over AUTO_COHORT: the `cohort_auto` decisions of the committed `fdabench bench gpu` run,
-#: docs/benchmarks/gpu.json, entered here (tests/bench/test_bench_gpu.py checks that the two agree). fmnist_cnn on CUDA:
+#: docs/benchmarks/gpu.json, entered here (tests/speed/test_bench_gpu.py checks that the two agree). fmnist_cnn on CUDA:
 #: the FedGP and FedGP-auto-threshold cells ran 3.31x and 3.16x faster as cohorts on an H200 (at 919b01e; 4.09x and
 #: 3.33x at 3268e53, 3.68x and 3.32x in the first run, at a3ad42e).
 AUTO_COHORT_BY_MODEL: dict[tuple[str, str], bool] = {("cuda", "fmnist_cnn"): True}

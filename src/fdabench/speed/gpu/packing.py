@@ -18,10 +18,10 @@ from typing import Any
 import torch
 
 import fdabench
-from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
 from fdabench.cell.run import run_cell
 from fdabench.core.io import write_json_atomic
 from fdabench.core.readers import read_json, reading
+from fdabench.speed.aggregation import peak_rss_bytes, reset_peak_rss
 
 #: the child's command line after the interpreter
 WORKER_ARGUMENTS = ("-m", "fdabench", "bench", "gpu", "--worker")

@@ -228,7 +228,7 @@ def memory_rows(count: int, m: int, batches: int) -> list[dict[str, Any]]:
     """Run each probe in a fresh process (peak RSS is per process)."""
     rows = []
     for mode in ("streaming", "stored"):
-        command = [sys.executable, "-m", "fdabench.bench.aggregation", mode, str(count), str(m), str(batches)]
+        command = [sys.executable, "-m", "fdabench.speed.aggregation", mode, str(count), str(m), str(batches)]
         result = subprocess.run(command, capture_output=True, text=True, check=True)
         rows.append(json.loads(result.stdout))
     return rows

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
 from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
@@ -28,6 +27,7 @@ from fdabench.federation.problem import ClientData
 from fdabench.federation.rounds import build_cell_model, local_settings
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import ROUND_PARTS, TimedSites, client_generator
+from fdabench.speed.aggregation import peak_rss_bytes, reset_peak_rss
 
 
 def clock(device: torch.device) -> float:

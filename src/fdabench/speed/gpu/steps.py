@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
-from fdabench.bench.cell import clock
-from fdabench.bench.gpu.forecast import STEP_CLASSES
 from fdabench.federation.client import LocalSettings, evaluate, loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model, resolved_model_options
+from fdabench.speed.cell import clock
+from fdabench.speed.gpu.forecast import STEP_CLASSES
 
 
 def untrained_options(model: str, options: dict[str, Any]) -> dict[str, Any]:

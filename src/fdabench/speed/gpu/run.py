@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from fdabench.bench.gpu import report, stages
-from fdabench.bench.gpu.budget import Stage, run_stages
 from fdabench.config import Params
 from fdabench.core.devices import cuda_available
 from fdabench.core.io import write_json_atomic, write_text_atomic
+from fdabench.speed.gpu import report, stages
+from fdabench.speed.gpu.budget import Stage, run_stages
 
 #: about 8 minutes: what a lent GPU machine's 10-minute command allows, with its start-up and the transfers
 DEFAULT_BUDGET = 480.0

@@ -14,9 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from fdabench.bench.cell import bench_cell
-from fdabench.bench.gpu import forecast, packing, report, run, stages
-from fdabench.bench.gpu.budget import Stage, allotment, run_stages
 from fdabench.cli import main
 from fdabench.config import load_params
 from fdabench.core.io import read_json, write_json_atomic
@@ -24,6 +21,9 @@ from fdabench.federation import cohort
 from fdabench.federation.cohort import auto_cohort, use_cohort
 from fdabench.federation.problem import ClientData
 from fdabench.models import build_model, model_name
+from fdabench.speed.cell import bench_cell
+from fdabench.speed.gpu import forecast, packing, report, run, stages
+from fdabench.speed.gpu.budget import Stage, allotment, run_stages
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED_RUN = REPO / "docs" / "benchmarks" / "gpu.json"
@@ -330,8 +330,8 @@ def test_pytest_summaries_and_nvidia_smi_output_are_read():
 
 def test_the_gpu_tests_are_found_by_their_mark():
     found = stages.gpu_test_files(REPO / "tests")
-    assert {"tests/core/test_cuda.py", "tests/bench/test_bench_gpu.py"} <= set(found)
-    assert "tests/bench/test_bench.py" not in found
+    assert {"tests/core/test_cuda.py", "tests/speed/test_bench_gpu.py"} <= set(found)
+    assert "tests/speed/test_bench.py" not in found
 
 
 def test_the_fmnist_stand_in_has_fashion_mnists_layout():

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from fdabench.bench.cell import bench_cell, cohort_summary
-from fdabench.bench.gpu import forecast, inputs, packing, steps
-from fdabench.bench.gpu.budget import Deadline
 from fdabench.cell.run import run_cell
 from fdabench.config import Params
 from fdabench.core.io import content_hash, file_sha256, write_json_atomic
 from fdabench.core.readers import read_json, read_text
+from fdabench.speed.cell import bench_cell, cohort_summary
+from fdabench.speed.gpu import forecast, inputs, packing, steps
+from fdabench.speed.gpu.budget import Deadline
 
 #: the cells the issue names: paper_cpu's FMNIST noise-0.4 FedGP and its auto-weighted FedGP
 CELL_SUITE, CELL_EXPERIMENT, CELL_TARGET, CELL_SEED = "paper_cpu", "fmnist_noise", "noise0.4", 0

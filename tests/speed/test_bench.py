@@ -5,10 +5,10 @@ from statistics import median
 import pytest
 import torch
 
-from fdabench.bench import aggregation as bench
-from fdabench.bench.cell import bench_cell, compare_cohort
 from fdabench.cell.lookup import MissingCellInputs, cell_inputs
 from fdabench.cell.setup import load_problem
+from fdabench.speed import aggregation as bench
+from fdabench.speed.cell import bench_cell, compare_cohort
 
 
 def test_resnet18_layer_sizes_scale():

@@ -457,7 +457,7 @@ def _steps_lines(h: str, stage: dict[str, Any]) -> list[str]:
     ]
     intro = (
         f"Cells of the `{result['suite']}` suite × (steps × measured step + evaluated images / measured rate), one "
-        "cell at a time on one GPU; every cell counted as a round-loop cell (`fdabench.bench.gpu.forecast`)."
+        "cell at a time on one GPU; every cell counted as a round-loop cell (`fdabench.speed.gpu.forecast`)."
     )
     return lines + _section(h, "Predicted GPU-hours per published table", tables, intro)
 
