@@ -47,12 +47,12 @@ def package_dir() -> Path:
 
 def layers() -> tuple[tuple[str, ...], ...]:
     """The import layers, bottom to top, as tests/repository/test_architecture.py checks them."""
-    return _load_by_path("fdabench_docs_architecture", REPO / "tests" / "test_architecture.py").LAYERS
+    return _load_by_path("fdabench_docs_architecture", REPO / "tests" / "repository" / "test_architecture.py").LAYERS
 
 
 def bad_input_cases() -> list:
     """The bad-input catalogue of tests/cli/test_bad_input.py: objects with `name`, `message` (a pattern), `run(tmp)`."""
-    return _load_by_path("fdabench_docs_bad_input", REPO / "tests" / "test_bad_input.py").CASES
+    return _load_by_path("fdabench_docs_bad_input", REPO / "tests" / "cli" / "test_bad_input.py").CASES
 
 
 def reproduction_summary_csv() -> Path:

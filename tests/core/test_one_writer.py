@@ -25,8 +25,8 @@ ALLOWED = {
     ("jobs/forkserver.py", "serve", "os.replace"): "the server's socket appears when it listens",
     ("jobs/runlock.py", "hold_run_lock", "open"): "the workflow's run lock (flock), never a result",
     ("jobs/heal.py", "move_aside", "rename"): "a directory where a cell file belongs, moved aside, nothing deleted",
-    ("bench/aggregation.py", "reset_peak_rss", "open"): "/proc/self/clear_refs resets the kernel's peak RSS counter",
-    ("bench/gpu/packing.py", "run_level", "open"): "a packed worker's log, written by the process as it runs",
+    ("speed/aggregation.py", "reset_peak_rss", "open"): "/proc/self/clear_refs resets the kernel's peak RSS counter",
+    ("speed/gpu/packing.py", "run_level", "open"): "a packed worker's log, written by the process as it runs",
     ("flower/deploy.py", "_start", "open"): "a SuperLink's or SuperNode's log, written by the process as it runs",
     # every cell's code fingerprint reaches these two modules, so they keep their own staging folder (the steps of
     # core.staging.atomic_folder: a temporary folder beside the final one, renamed into place when complete)

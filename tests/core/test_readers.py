@@ -46,8 +46,8 @@ _PANDAS = {"pd", "pandas"}
 #: reads that are not of an input file, each with its reason: (module path under src/fdabench, function)
 ALLOWED = {
     ("core/io.py", "atomic_path"): "opens the file it has just written, to fsync it",
-    ("bench/aggregation.py", "peak_rss_bytes"): "reads /proc/self/status, which the kernel writes",
-    ("bench/gpu/stages.py", "cpu_name"): "reads /proc/cpuinfo, which the kernel writes",
+    ("speed/aggregation.py", "peak_rss_bytes"): "reads /proc/self/status, which the kernel writes",
+    ("speed/gpu/stages.py", "cpu_name"): "reads /proc/cpuinfo, which the kernel writes",
 }
 
 

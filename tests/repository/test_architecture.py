@@ -15,22 +15,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fdabench"
 # Bottom to top. A module may import modules of its own layer or of lower layers. Each layer is a set of
 # packages (docs/architecture.md draws this table from here).
 LAYERS = (
-    # foundations: errors, registries, files, paths, plugins; the papers, and the theory check's roles
-    ("fdabench", "fdabench.core", "fdabench.paper", "fdabench.theory", "fdabench.theory.roles"),
+    # foundations: errors, registries, files, paths, plugins; the papers
+    ("fdabench", "fdabench.core", "fdabench.paper"),
     ("fdabench.tensor_math", "fdabench.data", "fdabench.models"),  # pure math, datasets, networks
-    ("fdabench.federation", "fdabench.theory.quantities"),  # the round loop and local training
+    ("fdabench.federation",),  # the round loop and local training
     ("fdabench.methods",),  # the methods
     (
         "fdabench.config",
         "fdabench.cell",
         "fdabench.flower",
         "fdabench.testing",
-        "fdabench.theory.init",
     ),  # cell execution
-    ("fdabench.speed", "fdabench.report", "fdabench.theory.report"),  # benchmarks and reports
+    ("fdabench.speed", "fdabench.report", "fdabench.theory"),  # speed benchmarks, reports, the theory check
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )
-# The theory check is one package (fdabench.theory) whose modules sit at the layers of what they use.
 # What the report may read: cell files and the published papers, never params or the registries.
 REPORT_MAY_IMPORT = (
     "fdabench.cell.reading",  # the cell files, checked against their digests, each cell once
@@ -42,7 +40,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.core.staging",
     "fdabench.paper",
     "fdabench.report",
-    "fdabench.theory.roles",
+    "fdabench.config.theory_roles",
 )
 # The CLI package defers library imports (every --help and data job starts without torch); the fork server's
 # client runs in every training job and imports only what handing the job over needs (the plugin scan and the

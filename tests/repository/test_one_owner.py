@@ -35,7 +35,7 @@ def test_one_home_of_the_training_defaults_and_one_merge_of_a_methods_defaults()
 def test_one_decision_of_the_device():
     # what params.yaml `device` means here is decided by fdabench.core.devices.decide; elsewhere only the GPU
     # benchmark asks whether CUDA is present (which devices to measure)
-    assert set(_where(r"cuda_available\(\)")) <= {"core/devices.py", "bench/gpu/run.py", "cli/bench.py"}
+    assert set(_where(r"cuda_available\(\)")) <= {"core/devices.py", "speed/gpu/run.py", "cli/bench.py"}
     assert _where(r'device == "(auto|cuda)"|name == "(auto|cuda)"') == ["core/devices.py"]
     assert _where(r"def resolve_device|cell_device\b") == ["cell/setup.py"]  # its torch.device, from `decide`
     assert _where(r"\.is_available\(\)") == ["core/devices.py"]
@@ -50,17 +50,18 @@ def test_one_enumeration_of_cells():
 
 def test_the_theory_check_is_one_package():
     modules = [str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*theory*.py")]
-    assert modules == ["cli/theory.py"]  # the command line's stage; everything else is in fdabench/theory/
+    # the command line's stage and the params' side (which variant plays each rule); the check is fdabench/theory/
+    assert sorted(modules) == ["cli/theory.py", "config/theory_roles.py"]
     assert sorted(path.name for path in (PACKAGE / "theory").glob("*.py")) == [
         "__init__.py",
         "init.py",
         "quantities.py",
         "report.py",
-        "roles.py",
     ]
-    for name in ("initial_quantities", "run_theory_init", "theory_frame", "theory_roles"):
+    for name in ("initial_quantities", "run_theory_init", "theory_frame"):
         assert [module.split("/")[0] for module in _where(rf"^def {name}\(")] == ["theory"], name
-    assert _where(r"^(FIXED_RULES|ROLES|DEFAULT_DRAWS) =") == ["theory/roles.py"]
+    assert _where(r"^def theory_roles\(") == ["config/theory_roles.py"]
+    assert _where(r"^(FIXED_RULES|ROLES|DEFAULT_DRAWS) =") == ["config/theory_roles.py"]
 
 
 def test_each_partitioner_in_a_module_of_its_own():

@@ -48,7 +48,7 @@ def cmd_theory_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
-    from fdabench.theory.roles import DEFAULT_DRAWS  # imports nothing: every --help stays quick
+    from fdabench.config.theory_roles import DEFAULT_DRAWS  # imports nothing: every --help stays quick
 
     theory = sub.add_parser("theory", help="the synthetic theory check (Delta error at initialisation vs training)")
     theory_sub = theory.add_subparsers(dest="theory_command", required=True, metavar="STEP")

@@ -14,6 +14,7 @@ from typing import Any
 from fdabench.config import names, resolve, sweep
 from fdabench.config.partition_checks import partition_errors
 from fdabench.config.schema import DEFAULT_LIMITS, object_schema, place, schema_errors, with_bounds
+from fdabench.config.theory_roles import theory_roles
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
 from fdabench.core.plugins import unknown_name_hint
@@ -22,7 +23,6 @@ from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
 from fdabench.paper.published import PUBLISHED
-from fdabench.theory.roles import theory_roles
 
 
 def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:

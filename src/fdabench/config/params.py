@@ -20,6 +20,7 @@ from fdabench.config.schema import (
     schema_errors,
     violation_messages,
 )
+from fdabench.config.theory_roles import theory_roles
 from fdabench.core import devices, paths
 from fdabench.core.errors import did_you_mean
 from fdabench.core.io import content_hash
@@ -28,7 +29,6 @@ from fdabench.core.strict_yaml import read_params_file
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.methods import METHODS
-from fdabench.theory.roles import theory_roles
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import jsonschema
 
 from fdabench.config.names import NAME_PATTERN, NAME_RULE
 from fdabench.config.sweep import SWEEP_SETTINGS, VALIDATION_SETTINGS
+from fdabench.config.theory_roles import DEFAULT_DRAWS, ROLES
 from fdabench.core.errors import ParamsError, did_you_mean  # noqa: F401  (ParamsError: raised by the config package)
 from fdabench.core.metrics import METRICS
 from fdabench.core.plugins import unknown_name_hint
@@ -19,7 +20,6 @@ from fdabench.data.raw import MIRROR_ENVIRONMENT_VARIABLE
 from fdabench.federation.settings import TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.theory.roles import DEFAULT_DRAWS, ROLES
 
 #: what is refused unless params.yaml `limits` raises it (a typo such as 10**12 rounds or 10,000 seeds would
 #: otherwise start training, or spend minutes and gigabytes resolving cells, before anyone notices)

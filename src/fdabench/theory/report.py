@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fdabench.config.theory_roles import AUTO_RULES, FIXED_RULES
 from fdabench.report.figures import save_figure
-from fdabench.theory.roles import AUTO_RULES, FIXED_RULES
 
 
 def theory_frame(initial: Iterable[dict[str, Any]], cells: Iterable[dict[str, Any]], roles: dict[str, str]):
