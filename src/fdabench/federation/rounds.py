@@ -208,7 +208,7 @@ def run_rounds(
                 }
 
         target_trains = clients.has_target and phase.target
-        if getattr(method, "target_receives_source_buffers", False) and buffer_states and not silent:
+        if method.target_receives_source_buffers and buffer_states and not silent:
             inputs.source_buffers = buffer_states
         if target_trains:
             reply = clients.train_target(inputs, method.target_start(inputs), target_local)
