@@ -182,7 +182,6 @@ class CoMDA(RoundLoopMethod):
 
     name = "comda"
     family = "unsupervised"
-    resumes = True
     description = (
         "unsupervised multi-source DA on black-box sources: their predictions on the target's queries, "
         "co-teaching of two target networks (100% of the target's training inputs, unlabelled)"

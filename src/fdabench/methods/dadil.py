@@ -319,7 +319,6 @@ class FedDaDiL(RoundLoopMethod):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classifier`)."""
 
     family = "unsupervised"
-    resumes = True
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     target_split = "unlabelled"
     keeps_client_state = True  # every client's α (and how many dictionary rounds it has trained)

@@ -148,7 +148,6 @@ class KD3A(RoundLoopMethod):
 
     name = "kd3a"
     family = "unsupervised"
-    resumes = True
     description = (
         "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "
         "(100% of its training inputs)"
