@@ -20,13 +20,13 @@ LAYERS = (
     ("fdabench.tensor_math", "fdabench.data", "fdabench.models"),  # pure math, datasets, networks
     ("fdabench.federation", "fdabench.theory.quantities"),  # the round loop and local training
     ("fdabench.methods",),  # the methods
+    ("fdabench.cell",),  # a cell's setup, run, result file and code fingerprint, from its resolved configuration
     (
         "fdabench.config",
-        "fdabench.cell",
         "fdabench.flower",
         "fdabench.testing",
         "fdabench.theory.init",
-    ),  # cell execution
+    ),  # params.yaml and finding its cells; cell execution over Flower, the method test kit, the theory check's job
     ("fdabench.bench", "fdabench.report", "fdabench.theory.report"),  # benchmarks and reports
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )

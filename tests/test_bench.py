@@ -7,8 +7,8 @@ import torch
 
 from fdabench.bench import aggregation as bench
 from fdabench.bench.cell import bench_cell, compare_cohort
-from fdabench.cell.lookup import MissingCellInputs, cell_inputs
 from fdabench.cell.setup import load_problem
+from fdabench.config.lookup import MissingCellInputs, cell_inputs
 
 
 def test_resnet18_layer_sizes_scale():

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from fdabench.bench.aggregation import peak_rss_bytes, reset_peak_rss
-from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
+from fdabench.config.lookup import cell_inputs, resolve_cell
 from fdabench.federation import cohort as cohort_training
 from fdabench.federation.client import loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace

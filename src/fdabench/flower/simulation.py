@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
+from fdabench.config.lookup import cell_inputs, resolve_cell
 from fdabench.core.io import write_json_atomic
 from fdabench.core.readers import read_json
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
