@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fdabench.federation.problem import build_problem
+from fdabench.federation.rounds import run_rounds
 from fdabench.tensor_math.aggregation import auto_weights, fedavg, fedda, fedgp
 from workflows import prepare_cli_cells, train_cli_cell
 
@@ -65,7 +66,9 @@ def test_client_state_trains_on_the_gpu_and_reruns_bit_for_bit(colored_digits, m
     settings = TrainSettings.from_dict({**train, "model_options": {"hidden": [16], "norm": "batch"}})
     runs = {
         device: [
-            get_method(method).run(build_problem(colored_digits, partition, device), settings, 0, torch.device(device))
+            run_rounds(
+                get_method(method), build_problem(colored_digits, partition, device), settings, 0, torch.device(device)
+            )
             for _ in range(2 if device == "cuda" else 1)
         ]
         for device in ("cuda", "cpu")

@@ -230,3 +230,74 @@ def test_a_broken_installed_plugin_costs_one_line_and_blocks_only_the_suites_tha
     used = subprocess.run([*validate, "--with", str(tmp_path / "mine.yaml")], env=env, capture_output=True, text=True)
     assert used.returncode == 2 and "Traceback" not in used.stderr, used.stderr
     assert "unknown method 'brokenplug'" in used.stderr and "pip uninstall brokenplug" in used.stderr.split("\n", 1)[1]
+
+
+PHASE_AND_STREAM_PLUGIN = """
+import torch
+
+from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, stream
+from fdabench.federation.records import register_phase
+from fdabench.federation.rule_interface import Phase
+from fdabench.methods import Aggregate, RoundLoopMethod
+from fdabench.tensor_math.aggregation import fedavg
+
+CALIBRATE = register_phase("calibrate", "the target alone on its labelled samples, after the FDA rounds")
+JITTER = register_purpose("calibrate_jitter", Purpose(SEED_STRIDE, 500_009, 0, "the target's draw each round"))
+
+
+class Calibrated(RoundLoopMethod):
+    name = "calibrated"
+    family = "fda"
+
+    def phases(self, settings, has_sources):
+        return [*super().phases(settings, has_sources), Phase(CALIBRATE, 2, sources=False, step="local")]
+
+    def target_observer(self, context):
+        generator = torch.Generator().manual_seed(stream(context.seed, JITTER))
+        return None, torch.rand(1, generator=generator).item()
+
+    def aggregate(self, inputs):
+        return Aggregate(fedavg(inputs.source_updates, inputs.source_counts), {"jitter": inputs.target_statistics})
+"""
+
+
+def test_a_plugin_adds_a_phase_and_a_random_stream(tmp_path, monkeypatch):
+    """A plugin method registers a phase and a random stream of its own from its module, as the shipped methods do;
+    its cell's rounds are recorded in that phase and its draws come from that stream."""
+    import torch
+
+    from fdabench.core import streams
+    from fdabench.federation import records
+    from fdabench.federation.rounds import run_rounds
+    from fdabench.federation.settings import TrainSettings
+    from tiny import AUX_TRAIN, aux_problem
+
+    package = tmp_path / "phaseplugin"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "method.py").write_text(PHASE_AND_STREAM_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(records, "PHASES", dict(records.PHASES))
+    monkeypatch.setattr(streams, "PURPOSES", dict(streams.PURPOSES))
+    monkeypatch.setattr(METHODS, "_members", dict(METHODS._members))
+    monkeypatch.delitem(sys.modules, "phaseplugin.method", raising=False)
+    _installed(monkeypatch, EntryPoint("calibrated", "phaseplugin.method:Calibrated", "fdabench.methods"))
+    assert load_plugins(METHODS) == ["calibrated"]
+
+    settings = TrainSettings.from_dict({**AUX_TRAIN, "rounds": 2})
+    history = run_rounds(METHODS.get("calibrated")(), aux_problem(), settings, 3, torch.device("cpu"))
+    assert [record["phase"] for record in history["rounds"]] == ["fda", "fda", "calibrate", "calibrate"]
+    drawn = torch.rand(1, generator=torch.Generator().manual_seed(streams.stream(3, "calibrate_jitter"))).item()
+    assert [record.get("jitter") for record in history["rounds"]] == [drawn, drawn, None, None]
+    assert streams.stream(3, "calibrate_jitter") == 3 * streams.SEED_STRIDE + 500_009
+
+
+def test_a_phase_registered_again_with_another_meaning_is_refused(monkeypatch):
+    from fdabench.federation import records
+
+    monkeypatch.setattr(records, "PHASES", dict(records.PHASES))
+    assert records.register_phase("encoder", records.PHASES["encoder"]) == "encoder"  # the same meaning: nothing
+    with pytest.raises(ValueError, match="phase 'encoder' is registered already"):
+        records.register_phase("encoder", "my plugin's encoder")
+    with pytest.raises(ValueError, match="unknown phase 'calibrate'.*register_phase"):
+        records.round_record(0, "calibrate", {}, 0, 0, 0.0)

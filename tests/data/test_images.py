@@ -6,6 +6,7 @@ from PIL import Image
 
 from fdabench.data import get_dataset
 from fdabench.data.image_folders import ManifestError, read_manifest
+from fdabench.federation.rounds import run_rounds
 
 
 def _image(path, colour, size=(20, 12)):
@@ -135,5 +136,5 @@ def test_midrc_dry_run_suite_trains_on_the_stand_in(tmp_path, repo_root):
     problem = build_problem(prepared, partition, "cpu")
     assert len(problem.target_labelled) == 8 and set(problem.aux_classes) == {"sex", "age_decade", "race"}
     settings = TrainSettings.from_dict(params.train_settings("midrc"))
-    history = get_method("auxinfo_gp", {}).run(problem, settings, 0, "cpu")
+    history = run_rounds(get_method("auxinfo_gp", {}), problem, settings, 0, "cpu")
     assert history["rounds"][-1]["auc"] > 0.9

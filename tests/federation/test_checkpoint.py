@@ -149,7 +149,7 @@ def test_checkpoint_is_a_hidden_file_beside_the_result():
 @pytest.mark.parametrize(
     ("name", "hparams"),
     [
-        ("finetune_offline", {"finetune_epochs": 2}),  # FedAvg rounds resume, the fine-tuning reruns
+        ("finetune_offline", {"finetune_epochs": 2}),  # interrupted in its FedAvg rounds
         ("dadil_e", {"encoder_rounds": 6, "rounds": 2, "atoms": 2, "support_size": 6, "classifier_steps": 5}),
         ("kd3a", {}),  # the round loop: the target's mixup generator is its client state
         ("ditto", {}),  # personalised: the target's personal model
@@ -158,13 +158,15 @@ def test_checkpoint_is_a_hidden_file_beside_the_result():
         ("knn_per", {}),
     ],
 )
-def test_methods_with_their_own_loops_resume(problem, tmp_path, name, hparams):
+def test_methods_with_phases_or_client_state_of_their_own_resume(problem, tmp_path, name, hparams):
     def run(checkpoints=None, stop_after=None):
         def on_round(record, _total):
             if record["round"] == stop_after:
                 raise Interrupted
 
-        return get_method(name, hparams).run(problem, LONG, 0, torch.device("cpu"), on_round, checkpoints)
+        return run_rounds(
+            get_method(name, hparams), problem, LONG, 0, torch.device("cpu"), on_round, checkpoints=checkpoints
+        )
 
     reference = run()
     checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)
@@ -172,12 +174,6 @@ def test_methods_with_their_own_loops_resume(problem, tmp_path, name, hparams):
         run(checkpoints, stop_after=4)
     assert checkpoints.path.is_file()
     assert _without_seconds(run(checkpoints)["rounds"]) == _without_seconds(reference["rounds"])
-
-
-def test_every_method_resumes():
-    from fdabench.methods import METHODS
-
-    assert all(cls.resumes for _, cls in METHODS.items())
 
 
 @pytest.mark.parametrize(
@@ -215,7 +211,9 @@ def test_personalised_and_fine_tuning_rounds_resume_with_their_client_state(
             if interrupt and record["round"] == stop_after:
                 raise Interrupted
 
-        history = get_method(name, hparams).run(noisy(), LONG, 0, torch.device("cpu"), on_round, checkpoints)
+        history = run_rounds(
+            get_method(name, hparams), noisy(), LONG, 0, torch.device("cpu"), on_round, checkpoints=checkpoints
+        )
         return history, seen
 
     reference, _ = run()

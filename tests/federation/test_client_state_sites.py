@@ -14,6 +14,7 @@ from fdabench.federation import rounds
 from fdabench.federation.client import evaluate, loss_function
 from fdabench.federation.client_state import evaluation_view
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, TimedSites, train_source
@@ -72,7 +73,7 @@ def test_every_source_moves_its_control_by_option_two_with_the_broadcast_it_got(
 def test_a_target_that_keeps_state_gets_the_broadcast_and_sends_its_message(problem):
     method = ScaffoldWithTarget()
     method.received = []
-    history = method.run(problem, TrainSettings.from_dict({**SGD, "rounds": 2}), 0, torch.device("cpu"))
+    history = run_rounds(method, problem, TrainSettings.from_dict({**SGD, "rounds": 2}), 0, torch.device("cpu"))
     m, sources = history["model_size"], len(history["sources"])
     for inputs, record in zip(method.received, history["rounds"], strict=True):
         assert inputs.target_message is not None and inputs.target_message.shape == (m,)
@@ -86,8 +87,12 @@ def test_a_warm_up_round_sends_no_broadcast(problem):
     class WarmScaffold(Scaffold):
         warmup = True
 
-    history = WarmScaffold().run(
-        problem, TrainSettings.from_dict({**SGD, "rounds": 1, "warmup_rounds": 1}), 0, torch.device("cpu")
+    history = run_rounds(
+        WarmScaffold(),
+        problem,
+        TrainSettings.from_dict({**SGD, "rounds": 1, "warmup_rounds": 1}),
+        0,
+        torch.device("cpu"),
     )
     m, sources = history["model_size"], len(history["sources"])
     warm, fda = history["rounds"]
@@ -138,10 +143,16 @@ def test_fedbn_target_trains_and_evaluates_with_its_own_layers_and_leaves_the_sh
 def test_a_round_no_source_answers_is_the_targets_update_alone(problem):
     """Every source drops out (source_dropout 1): each FDA round steps by the target's update alone, as FedDA with
     β = 0 does with every source answering (the target draws its batches from the same stream in both)."""
-    silent = get_method("fedda").run(
-        problem, TrainSettings.from_dict({**TINY_TRAIN, "source_dropout": 1.0}), 0, torch.device("cpu")
+    silent = run_rounds(
+        get_method("fedda"),
+        problem,
+        TrainSettings.from_dict({**TINY_TRAIN, "source_dropout": 1.0}),
+        0,
+        torch.device("cpu"),
     )
-    alone = get_method("fedda", {"beta": 0.0}).run(problem, TrainSettings.from_dict(TINY_TRAIN), 0, torch.device("cpu"))
+    alone = run_rounds(
+        get_method("fedda", {"beta": 0.0}), problem, TrainSettings.from_dict(TINY_TRAIN), 0, torch.device("cpu")
+    )
     assert [r["accuracy"] for r in silent["rounds"]] == [r["accuracy"] for r in alone["rounds"]]
     assert [r["loss"] for r in silent["rounds"]] == [r["loss"] for r in alone["rounds"]]
 

@@ -9,6 +9,7 @@ import torch
 from fdabench.federation import cohort
 from fdabench.federation.cohort import train_cohort, use_cohort
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.models import build_model
@@ -32,7 +33,7 @@ def _problem(sizes=(40, 40, 40)) -> FederatedProblem:
 
 def _run(name, mode, problem=None, **hparams):
     settings = TrainSettings.from_dict({**SETTINGS, "cohort": mode})
-    return get_method(name, hparams).run(problem or _problem(), settings, 0, torch.device("cpu"))
+    return run_rounds(get_method(name, hparams), problem or _problem(), settings, 0, torch.device("cpu"))
 
 
 def _records(history):

@@ -7,6 +7,7 @@ import torch
 
 from fdabench.federation.participation import asked_sources, dropped_sources
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import AUX_TRAIN, aux_client
@@ -56,7 +57,7 @@ def _run(name, **settings):
         return aggregate(inputs)
 
     method.aggregate = recorded
-    history = method.run(_problem(), TrainSettings.from_dict({**SETTINGS, **settings}), 0, torch.device("cpu"))
+    history = run_rounds(method, _problem(), TrainSettings.from_dict({**SETTINGS, **settings}), 0, torch.device("cpu"))
     return history, seen
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fdabench.federation.rounds import round_budget
+from fdabench.federation.rounds import round_budget, run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import TINY_TRAIN
@@ -17,7 +17,7 @@ def problem(digits_problem):
 
 
 def _run(name, problem, seed=0, **hparams):
-    return get_method(name, hparams).run(problem, TrainSettings.from_dict(SETTINGS), seed, torch.device("cpu"))
+    return run_rounds(get_method(name, hparams), problem, TrainSettings.from_dict(SETTINGS), seed, torch.device("cpu"))
 
 
 @pytest.mark.parametrize(
@@ -64,8 +64,8 @@ def test_warmup_target_only_is_fedda_beta0_after_the_same_warmup(problem):
 def test_fedda_beta1_follows_source_only(problem):
     """β = 1 ignores the target update, so FedDA's global model is FedAvg's at every round."""
     settings = TrainSettings.from_dict({**SETTINGS, "warmup_rounds": 0})
-    source_only = get_method("source_only").run(problem, settings, 0, torch.device("cpu"))["rounds"]
-    fedda = get_method("fedda", {"beta": 1.0}).run(problem, settings, 0, torch.device("cpu"))["rounds"]
+    source_only = run_rounds(get_method("source_only"), problem, settings, 0, torch.device("cpu"))["rounds"]
+    fedda = run_rounds(get_method("fedda", {"beta": 1.0}), problem, settings, 0, torch.device("cpu"))["rounds"]
     assert [r["loss"] for r in fedda] == pytest.approx([r["loss"] for r in source_only], rel=1e-5)
 
 
@@ -90,8 +90,12 @@ def test_a_shorter_run_is_the_first_rounds_of_a_longer_one(problem, name):
     """Nothing in a round depends on the round budget: a run with fewer `rounds` is, bit for bit, the first
     rounds of a longer run: paper_vs_ours reads a gap's runs at fewer rounds without running them again, and
     paper_cpu's `fmnist_noise_rounds70` continues the published Source Only run."""
-    short = get_method(name).run(problem, TrainSettings.from_dict({**SETTINGS, "rounds": 2}), 5, torch.device("cpu"))
-    long = get_method(name).run(problem, TrainSettings.from_dict({**SETTINGS, "rounds": 4}), 5, torch.device("cpu"))
+    short = run_rounds(
+        get_method(name), problem, TrainSettings.from_dict({**SETTINGS, "rounds": 2}), 5, torch.device("cpu")
+    )
+    long = run_rounds(
+        get_method(name), problem, TrainSettings.from_dict({**SETTINGS, "rounds": 4}), 5, torch.device("cpu")
+    )
     drop = ("seconds",)
     assert len(short["rounds"]) == 4 and len(long["rounds"]) == 6
     assert [{k: v for k, v in r.items() if k not in drop} for r in short["rounds"]] == [

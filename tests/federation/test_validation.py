@@ -11,6 +11,7 @@ from fdabench.data import get_partitioner
 from fdabench.federation import client_state as client_state_module
 from fdabench.federation import sites as sites_module
 from fdabench.federation.problem import build_problem, target_validation_positions
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.validation import mean_metrics
 from fdabench.methods import get_method
@@ -70,7 +71,7 @@ def test_no_method_trains_on_the_target_validation_samples(colored_digits, parti
 
         monkeypatch.setattr(module, "train_locally", spy)
     settings = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 2, "warmup_rounds": 1})
-    history = get_method(method).run(problem, settings, 0, torch.device("cpu"))
+    history = run_rounds(get_method(method), problem, settings, 0, torch.device("cpu"))
     assert trained and not any(trained)
     last = history["rounds"][-1]
     # the validation split is scored: the marked inputs give the model something it never saw

@@ -4,8 +4,8 @@ in-process loop they compare with (and every update its server received), and th
 import pytest
 import torch
 
-from fdabench.cell.lookup import cell_inputs
 from fdabench.cell.setup import load_problem
+from fdabench.config.lookup import cell_inputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 

@@ -104,36 +104,6 @@ def _assert_target_splits(target, problem):
         assert mine.noise_std == theirs.noise_std
 
 
-def test_only_round_loop_methods_go_through_flower(tiny_inputs, tmp_path, monkeypatch):
-    """Every shipped method runs the round loop, so every one goes through Flower; a (plugin) method with a loop of
-    its own is refused with the list of those that do."""
-    from fdabench.config import validate_params
-    from fdabench.methods import METHODS, Method
-    from fdabench.methods.base import RoundLoopMethod
-
-    root, params = tiny_inputs
-    monkeypatch.chdir(root)
-    assert set(simulation.flower_methods()) == {
-        name for name in METHODS.names() if issubclass(METHODS.get(name), RoundLoopMethod)
-    }
-    assert {"source_only", "fedgp", "fedda_auto", "ditto", "finetune_offline", "kd3a", "comda", "dadil_e"} <= set(
-        simulation.flower_methods()
-    )
-
-    class OwnLoop(Method):
-        name = "own_loop"
-        family = "supervised"
-
-        def run(self, problem, settings, seed, device, on_round=None, checkpoints=None):
-            raise AssertionError("never run: refused before")
-
-    monkeypatch.setitem(METHODS._members, "own_loop", OwnLoop)
-    raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["own_loop"]
-    with pytest.raises(ValueError, match=r"own_loop \(own_loop\) is not a round-loop method.*through Flower: .*fedgp"):
-        simulation.export_cell(validate_params(raw), EXPERIMENT, "own_loop", TARGET, SEED, tmp_path)
-
-
 def test_error_replies_read_as_one_line():
     assert transport.error_reason("<class 'RuntimeError'>:<'disk full'>") == "RuntimeError: disk full"
     ray = (

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import TINY_TRAIN
@@ -34,8 +35,12 @@ def run_method(tiny_problem):
 
     def run(name, hparams=None, problem=None, seed=0, **settings):
         method = get_method(name, hparams or {})
-        return method.run(
-            problem or tiny_problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), seed, torch.device("cpu")
+        return run_rounds(
+            method,
+            problem or tiny_problem,
+            TrainSettings.from_dict({**TINY_TRAIN, **settings}),
+            seed,
+            torch.device("cpu"),
         )
 
     return run

@@ -11,7 +11,7 @@ from torch import nn
 
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.rounds import build_cell_model, run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.adversarial import (
@@ -142,7 +142,7 @@ def _recorded(name, problem, hparams=None, **settings):
         return aggregate(inputs)
 
     method.aggregate = server
-    history = method.run(problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), 0, torch.device("cpu"))
+    history = run_rounds(method, problem, TrainSettings.from_dict({**TINY_TRAIN, **settings}), 0, torch.device("cpu"))
     return method, history, received
 
 
@@ -247,7 +247,9 @@ def test_a_resumed_run_equals_an_uninterrupted_one(name, tiny_problem, tmp_path)
             if record["round"] == stop_after:
                 raise _Interrupted
 
-        return get_method(name).run(tiny_problem, settings, 0, torch.device("cpu"), on_round, checkpoints)
+        return run_rounds(
+            get_method(name), tiny_problem, settings, 0, torch.device("cpu"), on_round, checkpoints=checkpoints
+        )
 
     reference = run()
     checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, {"config": "cell", "code": "", "device": "cpu", "threads": 1})

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from estimators import reference_auto_weights
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
@@ -22,7 +23,9 @@ def problem(digits_problem):
 
 def _run(name, problem, hparams=None, **settings):
     method = get_method(name, hparams or {})
-    return method, method.run(problem, TrainSettings.from_dict({**SETTINGS, **settings}), 0, torch.device("cpu"))
+    return method, run_rounds(
+        method, problem, TrainSettings.from_dict({**SETTINGS, **settings}), 0, torch.device("cpu")
+    )
 
 
 @pytest.mark.parametrize(
@@ -48,7 +51,7 @@ def test_logged_betas_equal_the_stored_oracle(problem, name, rule):
         return both, statistics
 
     method.target_observer = observer
-    history = method.run(problem, TrainSettings.from_dict(SETTINGS), 0, torch.device("cpu"))
+    history = run_rounds(method, problem, TrainSettings.from_dict(SETTINGS), 0, torch.device("cpu"))
     fda_rounds = [r for r in history["rounds"] if r["phase"] == "fda"]
     assert len(captured) == len(fda_rounds) == 3
     for (steps, inputs, scale), record in zip(captured, fda_rounds):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from fdabench.federation.client import LocalSettings
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.rounds import run_rounds
 from fdabench.methods import get_method
 from fdabench.methods.comda import (
     CoTaughtPair,
@@ -142,7 +143,7 @@ def test_nothing_but_queries_and_answers_cross_and_theta_never_moves(tiny_proble
         return aggregate(inputs)
 
     method.aggregate = server
-    history = method.run(tiny_problem, tiny_settings, 0, torch.device("cpu"))
+    history = run_rounds(method, tiny_problem, tiny_settings, 0, torch.device("cpu"))
     target = torch.cat([tiny_problem.target_labelled.x, tiny_problem.target_unlabelled.x])
     n, classes, sources = len(target), tiny_problem.num_outputs, len(tiny_problem.sources)
     queries, answers = 4 * target.numel(), 4 * n * classes

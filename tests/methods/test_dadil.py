@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fdabench.federation.problem import ClientData, FederatedProblem
-from fdabench.federation.rounds import build_cell_model
+from fdabench.federation.rounds import build_cell_model, run_rounds
 from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import METHODS, dadil, get_method
@@ -81,7 +81,7 @@ def test_methods_are_registered_with_valid_defaults():
 
 
 def _run(name, problem, hparams=SMALL, seed=0):
-    return get_method(name, hparams).run(problem, SETTINGS, seed, torch.device("cpu"))
+    return run_rounds(get_method(name, hparams), problem, SETTINGS, seed, torch.device("cpu"))
 
 
 def test_clients_send_atom_updates_only(blobs, monkeypatch):
@@ -236,8 +236,8 @@ def test_fedavg_encoder_is_the_source_only_run(colored_digits):
         colored_digits, "-90", 0, {"holdout_fraction": 0.2, "target_labelled": 48}
     )
     problem = build_problem(colored_digits, partition, "cpu")
-    source_only = get_method("source_only").run(problem, SETTINGS, 0, torch.device("cpu"))["rounds"]
-    history = get_method("dadil_r", {**SMALL, "rounds": 1}).run(problem, SETTINGS, 0, torch.device("cpu"))
+    source_only = run_rounds(get_method("source_only"), problem, SETTINGS, 0, torch.device("cpu"))["rounds"]
+    history = run_rounds(get_method("dadil_r", {**SMALL, "rounds": 1}), problem, SETTINGS, 0, torch.device("cpu"))
     encoder = [r for r in history["rounds"] if r["phase"] == "encoder"]
     assert [r["accuracy"] for r in encoder] == [r["accuracy"] for r in source_only]
     assert [r["bytes_uplink"] for r in encoder] == [r["bytes_uplink"] for r in source_only]

@@ -6,6 +6,7 @@ import torch
 from fdabench.config import Params
 from fdabench.data import get_dataset, get_partitioner
 from fdabench.federation.problem import build_problem
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 
@@ -22,8 +23,8 @@ def test_fedgp_beats_source_only_on_colored_digits_minus90(colored_digits, repo_
     problem = build_problem(colored_digits, partition, "cpu")
     finals = {}
     for method in ("source_only", "fedgp"):
-        rounds = get_method(method, params.method_variant(method)[1]).run(problem, settings, 0, torch.device("cpu"))[
-            "rounds"
-        ]
+        rounds = run_rounds(
+            get_method(method, params.method_variant(method)[1]), problem, settings, 0, torch.device("cpu")
+        )["rounds"]
         finals[method] = sum(r["accuracy"] for r in rounds[-5:]) / 5
     assert finals["fedgp"] > finals["source_only"] + 0.3, finals

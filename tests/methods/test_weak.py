@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import RoundInputs, get_method
 from fdabench.methods.weak import multitask_loss
@@ -63,7 +64,7 @@ def _aux_mask(inputs):
 def test_auxinfo_heads_follow_the_sources_fedavg(problem):
     method = get_method("auxinfo")
     captured = _spy(method)
-    history = method.run(problem, SETTINGS, 0, torch.device("cpu"))
+    history = run_rounds(method, problem, SETTINGS, 0, torch.device("cpu"))
     assert history["layer_names"][-1].startswith("aux_heads.")
     for record in captured:
         inputs, aux = record["inputs"], _aux_mask(record["inputs"])
@@ -78,7 +79,7 @@ def test_auxinfo_gp_follows_the_authors_rounds(problem):
     settings = TrainSettings.from_dict({**SETTINGS.to_dict(), "rounds": 3})
     method = get_method("auxinfo_gp", {"averaging_rounds": 1})
     captured = _spy(method)
-    history = method.run(problem, settings, 0, torch.device("cpu"))
+    history = run_rounds(method, problem, settings, 0, torch.device("cpu"))
     assert [r["phase"] for r in history["rounds"]] == ["fda"] * 3  # no separate source-only warm-up
     for index, record in enumerate(captured):
         inputs, delta, aux = record["inputs"], record["delta"], _aux_mask(record["inputs"])
@@ -155,11 +156,11 @@ def test_fedavg_finetune_starts_the_target_from_the_sources_aggregate(problem):
 def test_auxinfo_without_auxiliary_labels_is_a_clear_error(problem):
     problem.aux_classes = {}
     with pytest.raises(ValueError, match="needs auxiliary labels"):
-        get_method("auxinfo").run(problem, SETTINGS, 0, torch.device("cpu"))
+        run_rounds(get_method("auxinfo"), problem, SETTINGS, 0, torch.device("cpu"))
     with pytest.raises(ValueError, match="are not in the data"):
-        get_method("auxinfo", {"auxiliary": ["race"]}).run(problem, SETTINGS, 0, torch.device("cpu"))
+        run_rounds(get_method("auxinfo", {"auxiliary": ["race"]}), problem, SETTINGS, 0, torch.device("cpu"))
 
 
 def test_binary_tasks_report_auc(problem):
-    history = get_method("fedavg_finetune").run(problem, SETTINGS, 0, torch.device("cpu"))
+    history = run_rounds(get_method("fedavg_finetune"), problem, SETTINGS, 0, torch.device("cpu"))
     assert all(0 <= r["auc"] <= 1 for r in history["rounds"])

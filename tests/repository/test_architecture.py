@@ -20,12 +20,12 @@ LAYERS = (
     ("fdabench.tensor_math", "fdabench.data", "fdabench.models"),  # pure math, datasets, networks
     ("fdabench.federation",),  # the round loop and local training
     ("fdabench.methods",),  # the methods
+    ("fdabench.cell",),  # a cell's setup, run, result file and code fingerprint, from its resolved configuration
     (
         "fdabench.config",
-        "fdabench.cell",
         "fdabench.flower",
         "fdabench.testing",
-    ),  # cell execution
+    ),  # params.yaml and finding its cells; cell execution over Flower, the method test kit
     ("fdabench.speed", "fdabench.report", "fdabench.theory"),  # speed benchmarks, reports, the theory check
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )

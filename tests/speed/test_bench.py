@@ -5,8 +5,8 @@ from statistics import median
 import pytest
 import torch
 
-from fdabench.cell.lookup import MissingCellInputs, cell_inputs
 from fdabench.cell.setup import load_problem
+from fdabench.config.lookup import MissingCellInputs, cell_inputs
 from fdabench.speed import aggregation as bench
 from fdabench.speed.cell import bench_cell, compare_cohort
 

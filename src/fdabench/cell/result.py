@@ -20,9 +20,9 @@ Keys (format "fdabench.cell/1"):
   family (the method's family, `fdabench.core.families`: figures group and colour by it),
   digest ("sha256:..." of the rest, added as the file is written: `fdabench.cell.digest`; readers refuse a cell whose
   digest does not match, `fdabench.cell.reading`, and `fdabench status` calls it edited).
-Phases: "warmup" (FedAvg before FDA rounds), "fda" (the method's federated rounds), "finetune"
-(Finetune_Offline's local epochs on the target after FedAvg; no bytes), "encoder" and "dictionary"
-(FedDaDiL's FedAvg encoder, then its dictionary rounds). Personalised methods also log
+Phases: the names of `fdabench.federation.records.PHASES`, each with what its rounds are ("warmup" and "fda" of
+the round loop; "finetune", "encoder" and "dictionary" registered by Finetune_Offline and FedDaDiL, and any a plugin
+method registers). Personalised methods also log
 global_<metric> and global_loss (the global model), the cell's metric being the target's personalised model.
 """
 

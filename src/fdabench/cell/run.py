@@ -20,6 +20,7 @@ from fdabench.cell.setup import load_cell
 from fdabench.core.io import canonical_json
 from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.records import primary_metric
+from fdabench.federation.rounds import run_rounds
 from fdabench.models import resolved_model_options
 
 ProgressCallback = Callable[[dict[str, Any], int, str], None]  # (record, total rounds, the cell's metric)
@@ -38,7 +39,7 @@ def run_cell(
 ) -> dict[str, Any]:
     """Train the cell described by its resolved `config`; its result, ready to be written. `code` is the cell's
     code fingerprint, computed once per cell by the caller (default: `cell_code(config)`, plugins included). With
-    a `checkpoint` path and `checkpoint_every` > 0, methods that resume save their state there every so many
+    a `checkpoint` path and `checkpoint_every` > 0, the round loop saves its state there every so many
     rounds and continue from it when rerun (the caller removes it once the result is written)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     started = time.perf_counter()
@@ -50,7 +51,7 @@ def run_cell(
         torch.use_deterministic_algorithms(True)
     code = cell_code(config) if code is None else code
     checkpoints = None
-    if checkpoint is not None and checkpoint_every > 0 and cell.method.resumes:
+    if checkpoint is not None and checkpoint_every > 0:
         identity = {
             "config": canonical_json(config),
             "code": code.digest,
@@ -61,8 +62,14 @@ def run_cell(
     train_started, train_cpu_started = time.perf_counter(), time.process_time()
     metric = primary_metric(cell.problem.task)
     progress = None if on_round is None else (lambda record, total: on_round(record, total, metric))
-    history = cell.method.run(
-        cell.problem, cell.settings, config["seed"], cell.device, on_round=progress, checkpoints=checkpoints
+    history = run_rounds(
+        cell.method,
+        cell.problem,
+        cell.settings,
+        config["seed"],
+        cell.device,
+        on_round=progress,
+        checkpoints=checkpoints,
     )
     train_seconds = time.perf_counter() - train_started
     train_cpu_seconds = time.process_time() - train_cpu_started

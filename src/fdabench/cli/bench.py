@@ -13,7 +13,7 @@ from fdabench.cli.files import INPUT, OUTPUT, OUTPUT_ROOT, UPDATED
 
 
 def cmd_bench_cell(args: argparse.Namespace) -> int:
-    from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.config.lookup import MissingCellInputs
     from fdabench.core.io import write_json_atomic
     from fdabench.speed.cell import bench_cell, compare_cohort
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from fdabench.cli.file_arguments import reads
@@ -88,20 +88,6 @@ def require_prepared(path: str) -> None:
             "fdabench prepare writes (data/prepared/<dataset>/<options>)"
         )
     require_json(os.path.join(path, "header.json"), "prepared data", "its prepare job", kind="fdabench.prepared")
-
-
-def require_kind(paths: Iterable[str], kind: str) -> None:
-    """Refuse, before anything is read for real, an input of another kind than `kind` (`fdabench.core.formats`);
-    a file that cannot be read is left to the command's own reader (its message says what is wrong)."""
-    from fdabench.core.formats import check_kind
-    from fdabench.core.readers import read_json
-
-    for path in paths:
-        try:
-            payload = read_json(path)
-        except (OSError, ValueError):
-            continue
-        check_kind(path, payload, kind)
 
 
 def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:

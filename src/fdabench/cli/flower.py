@@ -17,7 +17,7 @@ def cmd_flower(args: argparse.Namespace) -> int:
     except ImportError:
         print('fdabench: the flower commands need Flower: uv pip install -e ".[flower]"', file=sys.stderr)
         return 2
-    from fdabench.cell.lookup import MissingCellInputs
+    from fdabench.config.lookup import MissingCellInputs
     from fdabench.core.errors import ParamsError
     from fdabench.core.readers import FileReadError
     from fdabench.flower import deploy, simulation

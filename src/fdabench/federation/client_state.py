@@ -229,7 +229,3 @@ def personalised_record(metric: str, personal: dict[str, float], global_: dict[s
         f"global_{metric}": global_[metric],
         "global_loss": global_["loss"],
     }
-
-
-def state_bytes(state: ClientState | None) -> int:
-    return 0 if not state else sum(value.numel() * value.element_size() for value in state.values())

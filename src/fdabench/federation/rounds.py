@@ -36,7 +36,7 @@ from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.records import primary_metric, round_record
+from fdabench.federation.records import FDA, WARMUP, primary_metric, round_record
 from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, RoundRules
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, Sites
@@ -89,8 +89,8 @@ def default_phases(method: RoundRules, settings: TrainSettings, has_sources: boo
     sources train unless `sources_train_after_warmup` is False)."""
     warmup_rounds, rounds = round_budget(method, settings, has_sources)
     return [
-        Phase("warmup", warmup_rounds, sources=True, target=False, step="fedavg"),
-        Phase("fda", rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
+        Phase(WARMUP, warmup_rounds, sources=True, target=False, step="fedavg"),
+        Phase(FDA, rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
     ]
 
 
@@ -208,7 +208,7 @@ def run_rounds(
                 }
 
         target_trains = clients.has_target and phase.target
-        if getattr(method, "target_receives_source_buffers", False) and buffer_states and not silent:
+        if method.target_receives_source_buffers and buffer_states and not silent:
             inputs.source_buffers = buffer_states
         if target_trains:
             reply = clients.train_target(inputs, method.target_start(inputs), target_local)

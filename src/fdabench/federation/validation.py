@@ -23,12 +23,6 @@ def mean_metrics(per_split: list[dict[str, float]]) -> dict[str, float]:
     return {name: sum(metrics[name] for metrics in per_split) / len(per_split) for name in sorted(shared)}
 
 
-def validation_splits(problem: FederatedProblem) -> list[ClientData]:
-    """Every validation split the problem holds (the sources' held-out samples, then the target's)."""
-    target = [] if problem.target_validation is None else [problem.target_validation]
-    return [*problem.source_validation, *target]
-
-
 def validation_metrics(
     problem: FederatedProblem, evaluate_on: Callable[[ClientData], dict[str, float]]
 ) -> dict[str, float]:

@@ -11,16 +11,15 @@ from typing import Any
 
 import torch
 
-from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
+from fdabench.config.lookup import cell_inputs, resolve_cell
 from fdabench.core.io import write_json_atomic
 from fdabench.core.readers import read_json
 from fdabench.flower import DEFAULT_DROPOUT, DEFAULT_TIMEOUT_SECONDS, DEFAULT_WAIT_SECONDS
 from fdabench.flower.apps import make_client_app, make_server_app
 from fdabench.flower.faults import make_faulty_client_app
 from fdabench.flower.site_files import export_sites, read_manifest
-from fdabench.methods import METHODS, RoundLoopMethod
 
 CELL_FILE = "cell.json"
 #: what every Flower process of a run gets: no telemetry, no update check, no runtime package installation
@@ -31,27 +30,12 @@ QUIET = {
 }
 
 
-def runs_the_round_loop(member: type) -> bool:
-    """Whether a registered method is the FDA round loop and nothing else (what the Flower server runs)."""
-    return issubclass(member, RoundLoopMethod) and member.run is RoundLoopMethod.run
-
-
-def flower_methods() -> list[str]:
-    return [name for name, member in METHODS.items() if isinstance(member, type) and runs_the_round_loop(member)]
-
-
 def export_cell(
     params: Params, experiment: str, method: str, target: str | None, seed: int | None, folder: str | os.PathLike
 ) -> dict[str, Any]:
     """The cell's configuration (`cell.json`) and one file per site (`sitedata.export_sites`) in `folder`."""
     target, seed = resolve_cell(params, experiment, method, target, seed)
     cell = params.cell(experiment, method, target, seed)
-    algorithm = cell.config["algorithm"]
-    if not runs_the_round_loop(METHODS.get(algorithm)):
-        raise ValueError(
-            f"{method} ({algorithm}) is not a round-loop method: it runs its own loop, which Flower does not carry "
-            f"yet; methods that run through Flower: {', '.join(flower_methods())}"
-        )
     prepared, partition = cell_inputs(params, experiment, target, seed)
     problem = load_cell(cell.config, prepared, partition, torch.device("cpu")).problem
     folder = Path(folder)

@@ -18,11 +18,17 @@ from typing import Any
 
 import torch
 
-from fdabench.core.streams import stream
+from fdabench.core.streams import CHECKED_ROUNDS, SEED_STRIDE, Purpose, register_purpose, stream
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
 from fdabench.tensor_math.aggregation import StreamingAutoWeights, delta_error, fedda
+
+#: the target's estimation batches, index the round + 1 (the cell's seed)
+ESTIMATION_STREAM = register_purpose(
+    "auto_estimation",
+    Purpose(SEED_STRIDE, 0, 7919, "auto-weighting's estimation batches, index round + 1", range(1, CHECKED_ROUNDS + 1)),
+)
 
 
 class AutoWeighted(RoundLoopMethod):
@@ -118,7 +124,7 @@ class AutoWeighted(RoundLoopMethod):
 def gradient_batch_updates(context: TargetContext, batch_size: int):
     """−lr_T ∇ℓ_b(θ) for disjoint random batches of `batch_size` target samples at the round's start."""
     data, space = context.data, context.space
-    generator = torch.Generator().manual_seed(stream(context.seed, "auto_estimation", context.inputs.round_index + 1))
+    generator = torch.Generator().manual_seed(stream(context.seed, ESTIMATION_STREAM, context.inputs.round_index + 1))
     order = torch.randperm(len(data), generator=generator).to(data.x.device)
     batches = len(data) // batch_size
     model = space.model

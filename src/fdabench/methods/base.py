@@ -1,27 +1,26 @@
 """The method interface and its registry.
 
-A method turns a federated problem into a per-round history. Most methods are `RoundLoopMethod`s: the
-FDA round loop of Algorithm 1 (fdabench.federation.rounds) runs them and asks them only which clients
-train and how the server aggregates. Families with a different protocol subclass `Method` directly.
+A method is the rules of the FDA round loop of Algorithm 1 (`fdabench.federation.rounds.run_rounds` runs every
+method): a `Method` holds what a cell records and validates about it (name, family, hyper-parameters, required
+settings), and a `RoundLoopMethod` adds what the loop asks of it (which clients train, how the server aggregates, the
+hooks of `federation.rule_interface.RoundRules`).
 """
 
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from fdabench.core.registry import Registry, derive_defaults
-from fdabench.federation.checkpoint import Checkpoints
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import StatefulRules
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.rounds import default_phases, run_rounds
+from fdabench.federation.rounds import default_phases
 from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext
 from fdabench.federation.settings import TrainSettings
 
@@ -51,9 +50,6 @@ class Method(ABC):
     #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
-    #: whether `run` saves its state to `checkpoints` and continues from it (every registered method does); a
-    #: method that does not starts an interrupted cell over and gets no checkpoint
-    resumes: ClassVar[bool] = False
     #: training settings the method cannot run without (nested like params.yaml's `train`, e.g. {"optimizer":
     #: "sgd"}), and why: `check` refuses other values before any job, and `fdabench check-method` runs with them
     requires_train: ClassVar[dict[str, Any]] = {}
@@ -84,21 +80,6 @@ class Method(ABC):
             f"{self.name} needs train.{path}: {wanted!r} ({self.requires_because}); it is {actual!r}"
             for path, wanted, actual in unmet_requirements(self.requires_train, train)
         ]
-
-    @abstractmethod
-    def run(
-        self,
-        problem: FederatedProblem,
-        settings: TrainSettings,
-        seed: int,
-        device: torch.device,
-        on_round: Callable[[dict[str, Any], int], None] | None = None,
-        checkpoints: Checkpoints | None = None,
-    ) -> dict[str, Any]:
-        """Train and evaluate; return {"metric": name, "rounds": [per-round records], ...}.
-
-        `on_round(record, total_rounds)` is called after every round (progress display). Methods that
-        `resumes` save their state to `checkpoints` and continue from it; the others start over."""
 
 
 def unmet_requirements(required: dict[str, Any], train: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
@@ -141,13 +122,6 @@ class RoundLoopMethod(StatefulRules, Method):
     target_receives_source_messages: ClassVar[bool] = False
     #: whether the method's `broadcast` reaches the target too (False: the sources only, Co-MDA's queries)
     broadcast_to_target: ClassVar[bool] = True
-    resumes = True
-
-    def run(self, problem, settings, seed, device, on_round=None, checkpoints=None, sites_hook=None):
-        """The round loop (`run_rounds`); `sites_hook` wraps the sites it talks to (e.g. the bench's timing)."""
-        return run_rounds(
-            self, problem, settings, seed, device, on_round, checkpoints=checkpoints, sites_hook=sites_hook
-        )
 
     def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
         """The loop's rounds, phase by phase (`federation.rule_interface.Phase`); default: the FedAvg warm-up rounds

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fdabench.core.streams import tensor_seed
+from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, tensor_seed
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
@@ -67,6 +67,10 @@ from fdabench.methods.kd3a import Knowledge
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
 QUERY_CHUNK = 4096  # target inputs a source predicts at once
+#: the target's mixup coefficients (numpy; the cell's seed)
+MIXUP_STREAM = register_purpose(
+    "comda_mixup", Purpose(SEED_STRIDE, 399_989, 0, "Co-MDA's mixup coefficients at the target (numpy)")
+)
 
 
 class CoTaughtPair(nn.Module):
@@ -178,7 +182,6 @@ class CoMDA(RoundLoopMethod):
 
     name = "comda"
     family = "unsupervised"
-    resumes = True
     description = (
         "unsupervised multi-source DA on black-box sources: their predictions on the target's queries, "
         "co-teaching of two target networks (100% of the target's training inputs, unlabelled)"
@@ -329,7 +332,7 @@ class CoMDA(RoundLoopMethod):
         inputs: RoundInputs = client.inputs
         data, pair = client.data, client.space.model
         queries = data.inputs()
-        mixup_rng = mixup_generator(state, client.seed, "comda_mixup")
+        mixup_rng = mixup_generator(state, client.seed, MIXUP_STREAM)
         answers = inputs.source_messages  # (K, n_T · C), flat per source
         if answers is None:  # no answer yet: (re)send the queries
             kept = {**state, **encode_generator(mixup_rng)}

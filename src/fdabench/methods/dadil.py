@@ -34,16 +34,26 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fdabench.core.streams import stream, tensor_seed
+from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, stream, tensor_seed
 from fdabench.federation.client import LocalResult, adam
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.records import register_phase
 from fdabench.federation.rule_interface import Phase
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.dataset_dictionary import barycentre, project_simplex, wasserstein_cost
 
+ENCODER = register_phase("encoder", "FedDaDiL's FedAvg rounds over the sources that train its encoder")
+DICTIONARY = register_phase("dictionary", "FedDaDiL's dictionary rounds: the atoms, every client's α kept at home")
+#: the target's classifiers and the server's initial atoms, both from the cell's model key (`tensor_seed`)
+CLASSIFIER_STREAM = register_purpose(
+    "dadil_classifier", Purpose(SEED_STRIDE, 299_993, 0, "FedDaDiL's classifiers (seed: the cell's model key)")
+)
+ATOMS_STREAM = register_purpose(
+    "dadil_atoms", Purpose(SEED_STRIDE, 999_983, 0, "FedDaDiL's initial atoms (seed: the cell's model key)")
+)
 LABEL_INIT_LOGIT = 5.0  # initial label logits: 5 on the point's class, 0 elsewhere (softmax ≈ 0.94 with 10 classes)
 
 HPARAMS_SCHEMA: dict[str, Any] = {
@@ -184,7 +194,7 @@ class DictionaryModel(nn.Module):
         if self._predictor is None or not all(torch.equal(kept, now) for kept, now in zip(self._predictor[0], view)):
             kept = tuple(value.clone() for value in view)
             with torch.enable_grad():
-                self._predictor = kept, self.classify(*kept, stream(self.key, "dadil_classifier"))
+                self._predictor = kept, self.classify(*kept, stream(self.key, CLASSIFIER_STREAM))
         return self._predictor[1]
 
     def forward(self, x: Tensor) -> Tensor:
@@ -309,7 +319,6 @@ class FedDaDiL(RoundLoopMethod):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classifier`)."""
 
     family = "unsupervised"
-    resumes = True
     uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
     target_split = "unlabelled"
     keeps_client_state = True  # every client's α (and how many dictionary rounds it has trained)
@@ -366,14 +375,14 @@ class FedDaDiL(RoundLoopMethod):
         hp = self.hparams
         encoder_rounds = (hp["encoder_rounds"] or settings.rounds) if self.encoder_kind == "fedavg" else 0
         return [
-            Phase("encoder", encoder_rounds if has_sources else 0, sources=True, target=False, step="fedavg"),
-            Phase("dictionary", hp["rounds"] or settings.rounds, sources=True, target=True),
+            Phase(ENCODER, encoder_rounds if has_sources else 0, sources=True, target=False, step="fedavg"),
+            Phase(DICTIONARY, hp["rounds"] or settings.rounds, sources=True, target=True),
         ]
 
     def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         """What crosses in a round: the encoder's parameters in its rounds, the atoms (features and label logits)
         in the dictionary's; never α."""
-        prefix = ENCODER_PREFIX if phase.name == "encoder" else ATOMS_PREFIX
+        prefix = ENCODER_PREFIX if phase.name == ENCODER else ATOMS_PREFIX
         return ParameterSpace(space.model, prefix=prefix).update_bytes
 
     @staticmethod
@@ -382,7 +391,7 @@ class FedDaDiL(RoundLoopMethod):
     ) -> tuple[Tensor, Tensor]:
         """The server's initial atoms: features ~ N(0, std²) (std = 1/sqrt(d) by default, so ‖x‖ ≈ 1 like the
         normalised features), label logits balanced over the classes (point j has class j mod C)."""
-        generator = torch.Generator().manual_seed(stream(key, "dadil_atoms"))
+        generator = torch.Generator().manual_seed(stream(key, ATOMS_STREAM))
         std = hp["atom_init_std"] or 1.0 / math.sqrt(dim)
         features = torch.randn(hp["atoms"], hp["support_size"], dim, generator=generator) * std
         classes_of_points = torch.arange(hp["support_size"]) % classes
@@ -409,7 +418,7 @@ class FedDaDiL(RoundLoopMethod):
     ) -> LocalReply | None:
         """A dictionary round (`dictionary_steps` on the client's encoded samples); in the encoder rounds, plain
         local training (None)."""
-        if client.settings.phase != "dictionary":
+        if client.settings.phase != DICTIONARY:
             return None
         model: DictionaryModel = client.space.model
         at = entry_slices(client.space.layer_names, client.space.layer_sizes)

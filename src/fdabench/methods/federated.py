@@ -12,10 +12,13 @@ from fdabench.federation.client import LocalResult, Proximal
 from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
+from fdabench.federation.records import register_phase
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, Phase, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.aggregation import fedavg
+
+FINETUNE = register_phase("finetune", "Finetune_Offline's local epochs on the target after FedAvg; no bytes")
 
 
 @METHODS.register
@@ -84,7 +87,7 @@ class FinetuneOffline(SourceOnly):
     def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
         """`source_only`'s rounds (the target does not train), then the target's fine-tuning epochs."""
         fedavg_rounds = [replace(phase, target=False) for phase in super().phases(settings, has_sources)]
-        return [*fedavg_rounds, Phase("finetune", self.finetune_epochs(settings), sources=False, step="local")]
+        return [*fedavg_rounds, Phase(FINETUNE, self.finetune_epochs(settings), sources=False, step="local")]
 
     def local_round(
         self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None

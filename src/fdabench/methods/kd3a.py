@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
@@ -38,6 +39,8 @@ from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMeth
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
+#: the target's mixup coefficients (numpy; the cell's seed)
+MIXUP_STREAM = register_purpose("kd3a_mixup", Purpose(SEED_STRIDE, 199_999, 0, "KD3A's mixup coefficients (numpy)"))
 
 
 def knowledge_vote(probabilities: Tensor, gate: float) -> tuple[Tensor, Tensor]:
@@ -145,7 +148,6 @@ class KD3A(RoundLoopMethod):
 
     name = "kd3a"
     family = "unsupervised"
-    resumes = True
     description = (
         "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "
         "(100% of its training inputs)"
@@ -214,7 +216,7 @@ class KD3A(RoundLoopMethod):
             return None  # a source trains on its labelled data
         inputs: RoundInputs = client.inputs
         space, data = client.space, client.data
-        mixup_rng = mixup_generator(state, client.seed, "kd3a_mixup")
+        mixup_rng = mixup_generator(state, client.seed, MIXUP_STREAM)
         if inputs.source_updates is None:  # no source answered: no knowledge, no step
             zero = torch.zeros_like(start)
             return LocalReply(LocalResult(zero, 0, len(data)), encode_generator(mixup_rng))

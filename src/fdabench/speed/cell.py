@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 import time
 from statistics import median
 from typing import Any
 
 import torch
 
-from fdabench.cell.lookup import cell_inputs, resolve_cell
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
+from fdabench.config.lookup import cell_inputs, resolve_cell
 from fdabench.federation import cohort as cohort_training
 from fdabench.federation.client import loss_function, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
-from fdabench.federation.rounds import build_cell_model, local_settings
+from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import ROUND_PARTS, TimedSites, client_generator
 from fdabench.speed.aggregation import peak_rss_bytes, reset_peak_rss
@@ -112,8 +111,7 @@ def bench_cell(
     if where.type == "cuda":
         torch.cuda.reset_peak_memory_stats(where)
     reset_peak_rss()
-    hooked = {"sites_hook": hook} if "sites_hook" in inspect.signature(method.run).parameters else {}
-    method.run(problem, settings, seed, where, on_round=on_round, **hooked)
+    run_rounds(method, problem, settings, seed, where, on_round=on_round, sites_hook=hook)
     if len(marks) < 2:
         raise ValueError(f"{len(marks)} round ran; the bench needs 2 or more (the first is not timed)")
     durations: dict[str, list[float]] = {}

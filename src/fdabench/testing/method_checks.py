@@ -232,10 +232,6 @@ class _Interrupted(Exception):
 
 
 def _check_resume(make, run, problem, settings) -> str:
-    method = make()
-    if not method.resumes:
-        return "the method does not declare `resumes = True`"
-
     def records(history):
         return [{key: value for key, value in record.items() if key != "seconds"} for record in history["rounds"]]
 
@@ -245,12 +241,12 @@ def _check_resume(make, run, problem, settings) -> str:
 
     with tempfile.TemporaryDirectory() as folder:
         checkpoints = Checkpoints(Path(folder) / "cell.ckpt", 2, {"config": "check", "code": "", "device": "cpu"})
-        reference = make().run(problem, settings, 0, torch.device("cpu"))
+        reference = run_rounds(make(), problem, settings, 0, torch.device("cpu"))
         with contextlib.suppress(_Interrupted):
-            make().run(problem, settings, 0, torch.device("cpu"), on_round=stop, checkpoints=checkpoints)
+            run_rounds(make(), problem, settings, 0, torch.device("cpu"), on_round=stop, checkpoints=checkpoints)
         if not checkpoints.path.is_file():
             return "no checkpoint was written before the interruption"
-        resumed = make().run(problem, settings, 0, torch.device("cpu"), checkpoints=checkpoints)
+        resumed = run_rounds(make(), problem, settings, 0, torch.device("cpu"), checkpoints=checkpoints)
     if records(resumed) != records(reference):
         differing = [a["round"] for a, b in zip(records(resumed), records(reference)) if a != b]
         return f"the resumed run differs from an uninterrupted one (rounds {differing[:5]})"
@@ -294,8 +290,8 @@ def check_method(method: str | type[Method], hparams: dict[str, Any] | None = No
     cls = METHODS.get(method) if isinstance(method, str) else method
     if not issubclass(cls, RoundLoopMethod):
         raise ValueError(
-            f"{cls.name} runs its own protocol, not the round loop; the kit checks round-loop rules "
-            "(RoundLoopMethod): test its protocol as tests/federation/test_privacy_boundary.py does"
+            f"{cls.name} is not a RoundLoopMethod: the round loop runs every method, with the rules and hooks of "
+            "fdabench.methods.RoundLoopMethod (docs/extending.md)"
         )
     problems = hparams_problems(cls, hparams)
     if problems:  # refused before any check runs: the checks would test a method no params file could configure
