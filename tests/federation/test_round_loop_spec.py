@@ -248,8 +248,7 @@ def test_local_settings_carry_the_optimiser_to_sources_and_target():
 
 def test_default_phases_are_the_warmup_then_the_rules_rounds():
     """FedAvg warm-up over the sources alone, then the method's rounds (sources only where they keep training)."""
-    from fdabench.federation.rounds import default_phases
-    from fdabench.federation.rule_interface import Phase
+    from fdabench.federation.rule_interface import Phase, default_phases
 
     settings = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 5, "warmup_rounds": 2})
     assert default_phases(get_method("warmup_target_only"), settings, True) == [

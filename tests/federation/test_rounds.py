@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from fdabench.federation.rounds import round_budget, run_rounds
+from fdabench.federation.rounds import run_rounds
+from fdabench.federation.rule_interface import round_budget
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import TINY_TRAIN

@@ -127,6 +127,19 @@ def test_the_report_reads_cell_files_and_the_papers_only():
                 assert imported.startswith(REPORT_MAY_IMPORT), f"{module} imports {imported}"
 
 
+def test_no_method_imports_the_round_loop():
+    """A method gives the loop its rules; it never drives the loop (the loop's module, or the sites it talks to)."""
+    loop = ("fdabench.federation.rounds", "fdabench.federation.sites")
+    found = [
+        (module, imported)
+        for module in MODULES
+        if module.startswith("fdabench.methods")
+        for imported, _ in _imports(module)
+        if imported.startswith(loop)
+    ]
+    assert not found, f"methods importing the round loop: {found}"
+
+
 def test_fdabench_imports_sit_at_the_top_of_modules():
     deferred = [
         (module, imported)

@@ -36,8 +36,8 @@ from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.records import FDA, WARMUP, primary_metric, round_record
-from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, RoundRules
+from fdabench.federation.records import primary_metric, round_record
+from fdabench.federation.rule_interface import Aggregate, RoundInputs, RoundRules
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, Sites
 from fdabench.federation.validation import SOURCE_PREFIX, TARGET_PREFIX
@@ -75,23 +75,6 @@ def local_settings(settings: TrainSettings, phase: str = "") -> tuple[LocalSetti
             shuffle=settings.target_order != "fixed",
         ),
     )
-
-
-def round_budget(method: RoundRules, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
-    """(warm-up rounds, warm-up and FDA rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them
-    and a problem with sources to average, then `settings.rounds`."""
-    warmup_rounds = settings.warmup_rounds if (method.warmup and has_sources) else 0
-    return warmup_rounds, warmup_rounds + settings.rounds
-
-
-def default_phases(method: RoundRules, settings: TrainSettings, has_sources: bool) -> list[Phase]:
-    """The warm-up rounds (FedAvg over the sources; `round_budget`), then the FDA rounds under the method's rule (the
-    sources train unless `sources_train_after_warmup` is False)."""
-    warmup_rounds, rounds = round_budget(method, settings, has_sources)
-    return [
-        Phase(WARMUP, warmup_rounds, sources=True, target=False, step="fedavg"),
-        Phase(FDA, rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
-    ]
 
 
 def local_record(metrics: dict[str, Any], metric: str) -> dict[str, Any]:

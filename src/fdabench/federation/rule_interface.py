@@ -14,6 +14,7 @@ from torch import Tensor
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.records import FDA, WARMUP
 from fdabench.federation.settings import TrainSettings
 
 
@@ -95,6 +96,23 @@ class Phase:
     sources: bool = True
     target: bool = True
     step: str = "rule"
+
+
+def round_budget(method: RoundRules, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
+    """(warm-up rounds, warm-up and FDA rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them
+    and a problem with sources to average, then `settings.rounds`."""
+    warmup_rounds = settings.warmup_rounds if (method.warmup and has_sources) else 0
+    return warmup_rounds, warmup_rounds + settings.rounds
+
+
+def default_phases(method: RoundRules, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+    """The warm-up rounds (FedAvg over the sources; `round_budget`), then the FDA rounds under the method's rule (the
+    sources train unless `sources_train_after_warmup` is False)."""
+    warmup_rounds, rounds = round_budget(method, settings, has_sources)
+    return [
+        Phase(WARMUP, warmup_rounds, sources=True, target=False, step="fedavg"),
+        Phase(FDA, rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
+    ]
 
 
 class RoundRules(Protocol):

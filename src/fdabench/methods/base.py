@@ -20,8 +20,7 @@ from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import StatefulRules
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
-from fdabench.federation.rounds import default_phases
-from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext
+from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext, default_phases
 from fdabench.federation.settings import TrainSettings
 
 __all__ = [
