@@ -68,7 +68,8 @@ def test_every_command_that_writes_a_file_declares_it():
     # the commands whose handlers call the writer (fdabench.core.io) with a path from their arguments
     writers = {
         "schema", "prepare", "stand-in", "acquire", "partition", "train", "table", "figure", "metrics", "cells-table",
-        "plots", "compare", "bench", "flower", "sweep", "archive add", "archive export", "theory init", "theory report",
+        "plots", "compare", "bench", "flower", "sweep", "archive add", "archive export", "archive vouch", "theory init",
+        "theory report",
     }  # fmt: skip
     declaring = {
         " ".join(name)

@@ -490,7 +490,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--before", type=INPUT, nargs="+", help="the old runs: cell files, or folders of them"), "cell"
     )
     reads(
-        p.add_argument("--before-archive", type=INPUT, nargs="+", help="the old runs as an archive's records"),
+        p.add_argument("--before-archive", type=INPUT, nargs="+", help="the old runs as the records of archive files"),
         "archive",
     )
     reads(
@@ -504,7 +504,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--record",
             type=UPDATED,
             default=str(RECORD),
-            help="the code-equivalence record the entries are added to (default: the one fdabench ships)",
+            help="the code-equivalence record file the entries are added to (default: the one fdabench ships)",
         ),
         "equivalences",
     )
