@@ -3,6 +3,7 @@ scipy's, and the command writes every table, test and diagram."""
 
 import math
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ from fdabench.cli import main
 from fdabench.core import paths
 from fdabench.core.io import write_json_atomic
 from fdabench.report import sweep
+from fdabench.report.style import method_styles
 
 
 def cell(method, target, trial, draw, test, source_val, target_val, fold=None, rounds=6, final_rounds=2, mse=False):
@@ -239,3 +241,31 @@ def test_a_negative_rope_is_refused_before_anything_is_written(tmp_path, monkeyp
     assert main(["sweep", str(path), "--suite", "s", "--rope", "-1"]) == 2
     assert "--rope must be >= 0" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
+
+
+def test_the_cd_diagram_takes_the_family_colours_and_starts_at_rank_one():
+    ranks = pd.Series({"fedgp": 1.2, "fedda": 2.1, "source_only": 2.7})
+    nemenyi = pd.DataFrame(0.5, index=ranks.index, columns=ranks.index)
+    families = {"source_only": "baseline", "fedda": "fda", "fedgp": "fda"}
+    styles = method_styles(families)
+    for test in (nemenyi, None):  # with the Nemenyi test, and the ranks alone
+        figure = sweep.draw_critical_difference(ranks, test, "t", families)
+        axis = figure.axes[0]
+        assert axis.get_xlim() == pytest.approx((1, 3))
+        colours = {
+            text.get_text().split(" (")[0].split(") ")[-1]: matplotlib.colors.to_rgb(text.get_color())
+            for text in axis.texts
+        }
+        if test is None:
+            colours = {
+                label.get_text(): matplotlib.colors.to_rgb(label.get_color()) for label in axis.get_yticklabels()
+            }
+        assert colours == {method: styles[method].colour for method in ranks.index}
+        figure.clf()
+
+
+def test_sweep_families_are_the_cells_own():
+    cells = [cell("m", "a", 0, 0, 0.5, 0.5, 0.5), cell("n", "a", 0, 0, 0.5, 0.5, 0.5)]
+    assert sweep.sweep_families(cells) is None  # cells from before cells recorded families: no colours
+    cells[0]["family"], cells[1]["family"] = "fda", "baseline"
+    assert sweep.sweep_families(cells) == {"m": "fda", "n": "baseline"}

@@ -150,6 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except IncompleteCellError:
         raise CommandError(unreadable_cells_message(args.cells)) from None
     title = args.title or args.suite
+    families = sweep.sweep_families(cells)
     summaries = {}
     for rule in args.rules:
         try:
@@ -174,7 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
         fill = {"suite": args.suite, "rule": rule}
         figure, curves = paths.fill(paths.SWEEP_FIGURE, **fill), paths.fill(paths.SWEEP_CURVES, **fill)
-        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks")
+        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks", families)
         sweep_curves.plot_selected_curves(cells, selected, curves, f"{title} — {rule}: the selected draws")
         table_folder = os.path.dirname(paths.fill(paths.SWEEP_TABLE, ext="md", **fill))
         markdown = sweep.rule_markdown(

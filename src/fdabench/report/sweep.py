@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -614,26 +614,63 @@ def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, sea
     return "\n".join(lines) + "\n"
 
 
-def plot_critical_difference(ranks: pd.Series, nemenyi: pd.DataFrame | None, output: str, title: str) -> None:
-    """The critical-difference diagram (scikit-posthocs): average ranks on an axis, methods the Nemenyi test does
-    not separate joined by a bar; without the test (fewer than 3 methods or 2 blocks), the ranks alone."""
+def plot_critical_difference(
+    ranks: pd.Series,
+    nemenyi: pd.DataFrame | None,
+    output: str,
+    title: str,
+    families: Mapping[str, str] | None = None,
+) -> None:
+    """`draw_critical_difference`, saved as PNG."""
+    import matplotlib.pyplot as plt
+
+    figure = draw_critical_difference(ranks, nemenyi, title, families)
+    with atomic_path(output) as tmp:
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def draw_critical_difference(
+    ranks: pd.Series, nemenyi: pd.DataFrame | None, title: str, families: Mapping[str, str] | None = None
+):
+    """The critical-difference diagram (scikit-posthocs): average ranks on an axis from rank 1 (the best possible)
+    to the number of methods (the worst), methods the Nemenyi test does not separate joined by a bar; without the
+    test (fewer than 3 methods or 2 blocks), the ranks alone. Each method in its colour in every figure of the suite
+    (`fdabench.report.style.method_styles(families)`; black without `families`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import scikit_posthocs
 
+    from fdabench.report.style import method_styles
+
+    styles = method_styles(families) if families else {}
+    colours = {method: styles[method].colour if method in styles else (0.0, 0.0, 0.0) for method in ranks.index}
     figure, axes = plt.subplots(figsize=(7, 0.45 * len(ranks) + 1.2))
     if nemenyi is not None:
-        scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=axes)
+        scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=axes, color_palette=colours)
     else:
-        axes.scatter(ranks.to_numpy(), range(len(ranks)))
+        axes.scatter(ranks.to_numpy(), range(len(ranks)), color=[colours[method] for method in ranks.index])
         axes.set_yticks(range(len(ranks)), list(ranks.index))
+        for label, method in zip(axes.get_yticklabels(), ranks.index, strict=True):
+            label.set_color(colours[method])
         axes.set_xlabel("average rank (1 = best)")
+    axes.set_xlim(1, max(len(ranks), 2))
     axes.set_title(title, fontsize=10, pad=20)
-    with atomic_path(output) as tmp:
-        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(figure)
+    return figure
+
+
+def sweep_families(cells: Iterable[dict[str, Any]]) -> dict[str, str] | None:
+    """Each swept method's family as its cells record it (method -> family, in the cells' order); None where a cell
+    records none (it ran before cells recorded their family)."""
+    families = {}
+    for cell in cells:
+        config = cell["config"]
+        if cell.get("family") is None:
+            return None
+        families[config.get("sweep", {}).get("method", config["method"])] = cell["family"]
+    return families
 
 
 def read_sweep_cells(paths: Iterable[str]) -> list[dict[str, Any]]:
