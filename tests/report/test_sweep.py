@@ -1,7 +1,9 @@
 """Model selection over a sweep's cells: rules read validation only, the oracle is marked, intervals and tests are
 scipy's, and the command writes every table, test and diagram."""
 
+import base64
 import math
+import re
 
 import matplotlib
 import numpy as np
@@ -202,6 +204,13 @@ def test_the_command_writes_every_table_and_marks_the_oracle(tmp_path, monkeypat
     table = pd.read_csv(tmp_path / "results/s/sweep_source_val.csv")
     row = table[(table["method"] == "m") & (table["target"] == "Avg")].iloc[0]
     assert row["n_trials"] == 3 and row["n_draws"] == 3 and row["mean"] == pytest.approx(0.31)
+    # the page embeds its CD diagram and learning curves (the report shows it from a data: URI, where no relative
+    # path resolves)
+    page = (tmp_path / "results/s/sweep_source_val.html").read_text()
+    images = [base64.b64decode(uri) for uri in re.findall(r'<img src="data:image/png;base64,([^"]+)"', page)]
+    assert images == [
+        (tmp_path / f"results/s/figures/sweep_source_val_{kind}.png").read_bytes() for kind in ("curves", "cd")
+    ]
 
 
 def test_the_command_refuses_to_overwrite_a_cell(tmp_path, monkeypatch, capsys):

@@ -219,6 +219,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             [f"Warning. {warning}" for warning in warnings]
             + sweep.notes(frame, rule, args.early_stopping, summary)
             + [f"Friedman test over the blocks: p = {friedman:.3g}"],
+            [
+                (curves, "Learning curves of the selected draws."),
+                (
+                    figure,
+                    "Critical-difference diagram: average ranks (1 = best); methods the Nemenyi test does not tell "
+                    "apart (α = 0.05) joined by a bar.",
+                ),
+            ],
         )
         write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="html", **fill), page)
         summaries[rule] = summary

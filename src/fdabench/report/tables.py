@@ -209,8 +209,20 @@ PAGE = Environment(autoescape=True, keep_trailing_newline=True).from_string(
     '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>\n'
     "{% for table in tables %}{{ table }}\n{% endfor %}"
     '{% for note in notes %}<p style="font: 12px sans-serif; color: #444;">{{ note }}</p>\n{% endfor %}'
+    '{% for source, caption in figures %}<figure style="margin: 14px 0;"><img src="{{ source }}" alt="{{ caption }}" '
+    'style="max-width: 100%;"><figcaption style="font: 12px sans-serif; color: #444;">{{ caption }}</figcaption>'
+    "</figure>\n{% endfor %}"
     "</body>\n</html>\n"
 )
+
+
+def png_data_uri(path: str) -> str:
+    """A PNG file as a data: URI, so a page shows it wherever the page is: the Snakemake report shows an HTML output
+    from a data: URI of its own, where no path relative to the page's file resolves."""
+    import base64
+    from pathlib import Path
+
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
 def _escaped_names(index: pd.Index) -> list[str | None]:
@@ -230,13 +242,19 @@ def html_fragment(frame: pd.DataFrame, caption: str | None, index: bool, positio
     return Markup(html.to_html())
 
 
-def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
-    """Tables (frame, caption, whether to show the index) then notes as one standalone UTF-8 HTML page (`PAGE`, every
-    text escaped): what the Snakemake report shows inline, and every HTML page fdabench writes."""
+def html_page(
+    sections: Iterable[tuple[pd.DataFrame, str | None, bool]],
+    notes: Iterable[str] = (),
+    figures: Iterable[tuple[str, str]] = (),
+) -> str:
+    """Tables (frame, caption, whether to show the index), notes, then figures (PNG path, caption), each embedded
+    (`png_data_uri`), as one standalone UTF-8 HTML page (`PAGE`, every text escaped): what the Snakemake report shows
+    inline, and every HTML page fdabench writes."""
     tables = [
         html_fragment(frame, caption, index, position) for position, (frame, caption, index) in enumerate(sections)
     ]
-    return PAGE.render(tables=tables, notes=list(notes))
+    embedded = [(png_data_uri(path), caption) for path, caption in figures]
+    return PAGE.render(tables=tables, notes=list(notes), figures=embedded)
 
 
 IDENTITY_SETTINGS = ("suite", "experiment", "dataset", "method", "target", "seed")
