@@ -198,6 +198,12 @@ def test_the_command_writes_every_table_and_marks_the_oracle(tmp_path, monkeypat
         and not pd.read_csv(tmp_path / "results/s/sweep_source_val.csv")["upper_bound"].any()
     )
     assert "UPPER BOUND" in (tmp_path / "results/s/sweep_oracle.md").read_text()
+    # every table's title line says what its cells are
+    convention = "each cell: mean ± half-width of the 95% t-interval over trials"
+    assert (tmp_path / "results/s/sweep_last.md").read_text().splitlines()[0] == f"### s — last — {convention}"
+    assert f"s — last — {convention}</caption>" in (tmp_path / "results/s/sweep_last.html").read_text()
+    assert f"(Avg over targets) — {convention}" in (tmp_path / "results/s/sweep_rules.md").read_text().splitlines()[0]
+    assert f"(Avg over targets) — {convention}</caption>" in (tmp_path / "results/s/sweep_rules.html").read_text()
     assert "UPPER BOUND" not in (tmp_path / "results/s/sweep_target_val.md").read_text()
     summary = (tmp_path / "results/s/sweep_rules.md").read_text()
     assert "oracle (upper bound)" in summary and "source_val: n" in summary and "oracle: m" in summary

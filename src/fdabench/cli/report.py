@@ -203,8 +203,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         write_text_atomic(paths.fill(paths.SWEEP_TESTS, **fill), tests.to_csv(index=False, float_format="%.6g"))
         write_text_atomic(paths.fill(paths.SWEEP_CHOSEN, **fill), chosen.to_csv(index=False))
         significance = sweep.significance_table(tests, ranks, summary["metric"].iloc[0])
-        caption = f"{title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == "oracle" else "")
-        tables = [(sweep.layout(summary), caption, True)]
+        tables = [(sweep.layout(summary), sweep.rule_caption(title, rule), True)]
         if search is not None:
             tables.append(
                 (sweep.search_layout(summary, search.intervals), "search interval (bootstrap over draws)", True)
@@ -248,7 +247,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     write_text_atomic(
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="html"),
         html_page(
-            [(pivot[list(args.rules)], f"{title}: every selection rule (Avg over targets)", True)],
+            [(pivot[list(args.rules)], sweep.rules_caption(title), True)],
             ["oracle: " + "an upper bound, selected on the test split; never a result.", search_note],
         ),
     )

@@ -33,6 +33,8 @@ from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
 
 AVERAGE = "Avg"
 CONFIDENCE = 0.95
+#: what a cell of a sweep table means, in its title line (the main tables say theirs: fdabench.report.tables)
+CONVENTION = "each cell: mean ± half-width of the 95% t-interval over trials"
 #: posterior samples of the Bayesian signed-rank test, and the seed of their stream (the same numbers every run)
 BAYES_SAMPLES = 20000
 BAYES_SEED = 0
@@ -345,6 +347,20 @@ def format_interval(mean: float, low: float, high: float, metric: str) -> str:
     return f"{text} ± {scale * (high - low) / 2:{digits}}"
 
 
+def rule_caption(title: str, rule: str) -> str:
+    """A rule's table title line: the sweep, the rule (the oracle marked as an upper bound), `CONVENTION`."""
+    return (
+        f"{title} — {rule}"
+        + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
+        + f" — {CONVENTION}"
+    )
+
+
+def rules_caption(title: str) -> str:
+    """The every-rule table's title line, with `CONVENTION`."""
+    return f"{title} — every selection rule (Avg over targets) — {CONVENTION}"
+
+
 def rule_heading(rule: str, early_stopping: bool) -> str:
     text = f"selection rule `{rule}`: {SELECTION_RULES[rule]}"
     if rule != "last":
@@ -487,7 +503,7 @@ def rule_markdown(
     paired and Bayesian tests and ranks, the Friedman test, the CD diagram."""
     metric = summary["metric"].iloc[0]
     reference = tests["reference"].iloc[0] if len(tests) else "–"
-    heading = f"### {title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
+    heading = f"### {rule_caption(title, rule)}"
     lines = [heading, "", _markdown(layout(summary), "Method"), ""]
     lines += [f"- **Warning.** {warning}" for warning in warnings]
     lines += [f"- {note}" for note in notes(frame, rule, early_stopping, summary)]
@@ -582,7 +598,7 @@ def winners(tidy: pd.DataFrame, higher_is_better: bool) -> dict[tuple[str, str],
 def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, search: str = "") -> str:
     """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound; `search`:
     which search ran (`search_note`)."""
-    lines = [f"### {title} — every selection rule (Avg over targets)", ""]
+    lines = [f"### {rules_caption(title)}", ""]
     best = winners(tidy, higher_is_better)
     for experiment, part in tidy.groupby("experiment", sort=False):
         rules = list(dict.fromkeys(part["rule"]))

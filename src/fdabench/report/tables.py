@@ -112,6 +112,15 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
     return tidy[TIDY_COLUMNS].reset_index(drop=True)
 
 
+#: what a cell of a table means, in its title line (the sweep's tables say theirs: fdabench.report.sweep.CONVENTION)
+CONVENTION = "each cell: mean (sample sd) over seeds"
+
+
+def table_caption(title: str | None) -> str:
+    """A table's title line: its title, then `CONVENTION`."""
+    return f"{title} — {CONVENTION}" if title else CONVENTION
+
+
 def format_value(mean: float, std: float, metric: str) -> str:
     """Accuracy and AUC in percent with two decimals, "mean (std)"; other metrics with four significant digits."""
     if metric in PERCENT_METRICS:
@@ -180,12 +189,10 @@ def table_notes(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> li
 def markdown_table(
     tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
 ) -> str:
-    """`paper_layout` as a Markdown table under its title, then `table_notes` and `extra_notes`.
+    """`paper_layout` as a Markdown table under its title line (`table_caption`), then `table_notes` and `extra_notes`.
     Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
     layout = paper_layout(tidy, unlabelled_target)
-    lines = []
-    if title:
-        lines += [f"### {title}", ""]
+    lines = [f"### {table_caption(title)}", ""]
     lines += [
         "| " + " | ".join(["Method", *layout.columns]) + " |",
         "|" + "|".join(["---"] + [":---:"] * len(layout.columns)) + "|",
@@ -296,9 +303,9 @@ def cells_html(paths: Iterable[str], title: str | None = None) -> str:
 def html_table(
     tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
 ) -> str:
-    """`paper_layout`, `table_notes` and `extra_notes` as an HTML page."""
+    """`paper_layout` under its title line (`table_caption`), `table_notes` and `extra_notes` as an HTML page."""
     notes = [*table_notes(tidy, unlabelled_target), *extra_notes]
-    return html_page([(paper_layout(tidy, unlabelled_target), title, True)], notes)
+    return html_page([(paper_layout(tidy, unlabelled_target), table_caption(title), True)], notes)
 
 
 def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
