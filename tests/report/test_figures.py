@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from fdabench.report.figures import (
+    draw_betas,
     draw_final,
     draw_rounds,
     final_frame,
+    natural_order,
     plot_final,
     plot_rounds,
     plot_sweep,
@@ -20,7 +22,17 @@ from fdabench.report.style import method_styles
 
 
 def _cell(
-    tmp_path, method, algorithm, hparams, seed, final, target="cleveland", experiment="weak_ablation", published=None
+    tmp_path,
+    method,
+    algorithm,
+    hparams,
+    seed,
+    final,
+    target="cleveland",
+    experiment="weak_ablation",
+    published=None,
+    rounds=3,
+    betas=None,
 ):
     config = {
         "suite": "s",
@@ -41,8 +53,13 @@ def _cell(
         "metric": "accuracy",
         "family": {"auxinfo_gp": "weakly_supervised", "fedda": "fda", "fedgp": "fda"}.get(algorithm, "baseline"),
         "final": final,
-        "rounds": [{"round": r, "phase": "fda", "accuracy": final * (r + 1) / 3} for r in range(3)],
+        "rounds": [
+            {"round": r, "phase": "fda", "accuracy": final * (r + 1) / 3, **({"betas": betas} if betas else {})}
+            for r in range(rounds)
+        ],
     }
+    if betas:
+        payload["sources"] = [f"{15 * (k + 1) % 90}" for k in range(len(betas))]
     path = tmp_path / f"{experiment}-{method}-{target}-{seed}.json"
     path.write_text(json.dumps(payload))
     return str(path)
@@ -154,3 +171,63 @@ def test_cells_without_a_family_are_refused_with_the_way_out(tmp_path):
     with pytest.raises(ValueError, match="methods fedgp record no method family.*fdabench figure --methods"):
         draw_rounds([path])
     draw_rounds([path], families={"fedgp": "fda"}).clf()  # the suite's families make it drawable
+
+
+def _seed_lines(axis):
+    return [line for line in axis.get_lines() if line.get_gid() == "seed"]
+
+
+def test_rounds_panels_have_integer_rounds_their_own_range_and_bands_only_from_three_seeds(tmp_path):
+    paths = [
+        _cell(tmp_path, method, method, {}, seed, 0.5, target=target, rounds=rounds)
+        for method, rounds, seeds in (
+            ("source_only", 3, (0, 1)),
+            ("fedgp", 3, (0, 1, 2)),
+            ("finetune_offline", 9, (0, 1)),
+        )
+        for target in ("a", "b")
+        for seed in seeds
+    ]
+    suite = {"source_only": "baseline", "fedgp": "fda", "finetune_offline": "federated"}
+    figure = draw_rounds(paths, "t", suite)
+    baseline, fda, federated = figure.axes[0], figure.axes[2], figure.axes[4]
+    # rounds are whole numbers: no tick at 2.5
+    for axis in figure.axes:
+        low, high = axis.get_xlim()
+        ticks = [tick for tick in axis.get_xticks() if low <= tick <= high]
+        assert ticks and all(float(tick).is_integer() for tick in ticks)
+    # finetune_offline's 9 rounds stretch its own panels only
+    assert baseline.get_xlim()[1] < 4 and fda.get_xlim()[1] < 4 and federated.get_xlim()[1] > 8
+    # a ±1 sd band from fedgp's 3 seeds; none from 2 seeds, whose runs are faint lines instead
+    assert fda.collections and not baseline.collections and not federated.collections
+    assert len(_seed_lines(baseline)) == 2 and len(_seed_lines(federated)) == 2 and not _seed_lines(fda)
+    figure.clf()
+
+
+def test_betas_legend_in_natural_order_with_integer_rounds(tmp_path):
+    paths = [
+        _cell(tmp_path, "fedgp_auto", "fedgp", {}, seed, 0.5, target="-90", betas=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+        for seed in (0, 1)
+    ]
+    figure = draw_betas(paths, "t")
+    axis = figure.axes[0]
+    legends = [axis.get_legend() for axis in figure.axes if axis.get_legend()] + (
+        [figure.legends[0]] if figure.legends else []
+    )
+    assert [text.get_text() for text in legends[0].get_texts()] == ["0", "15", "30", "45", "60", "75"]
+    low, high = axis.get_xlim()
+    assert all(float(tick).is_integer() for tick in axis.get_xticks() if low <= tick <= high)
+    assert not axis.collections and len(_seed_lines(axis)) == 12  # 2 seeds: no band, each seed a faint line
+    figure.clf()
+
+
+def test_one_target_has_no_average_panel(tmp_path):
+    paths = [_cell(tmp_path, "fedgp", "fedgp", {"beta": 0.5}, seed, 0.6, target="a", experiment="e") for seed in (0, 1)]
+    figure = draw_final(paths, "t")
+    assert [axis.get_title() for axis in figure.axes if axis.get_visible()] == ["target a"]
+    figure.clf()
+
+
+def test_natural_order_compares_numbers_as_numbers():
+    assert natural_order(["75", "0", "-90", "15"]) == ["-90", "0", "15", "75"]
+    assert natural_order(["s10", "noise0.6", "s2", "noise0.4"]) == ["noise0.4", "noise0.6", "s2", "s10"]

@@ -1,8 +1,11 @@
 """Model selection over a sweep's cells: rules read validation only, the oracle is marked, intervals and tests are
 scipy's, and the command writes every table, test and diagram."""
 
+import base64
 import math
+import re
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +15,7 @@ from fdabench.cli import main
 from fdabench.core import paths
 from fdabench.core.io import write_json_atomic
 from fdabench.report import sweep
+from fdabench.report.style import method_styles
 
 
 def cell(method, target, trial, draw, test, source_val, target_val, fold=None, rounds=6, final_rounds=2, mse=False):
@@ -194,12 +198,25 @@ def test_the_command_writes_every_table_and_marks_the_oracle(tmp_path, monkeypat
         and not pd.read_csv(tmp_path / "results/s/sweep_source_val.csv")["upper_bound"].any()
     )
     assert "UPPER BOUND" in (tmp_path / "results/s/sweep_oracle.md").read_text()
+    # every table's title line says what its cells are
+    convention = "each cell: mean ± half-width of the 95% t-interval over trials"
+    assert (tmp_path / "results/s/sweep_last.md").read_text().splitlines()[0] == f"### s — last — {convention}"
+    assert f"s — last — {convention}</caption>" in (tmp_path / "results/s/sweep_last.html").read_text()
+    assert f"(Avg over targets) — {convention}" in (tmp_path / "results/s/sweep_rules.md").read_text().splitlines()[0]
+    assert f"(Avg over targets) — {convention}</caption>" in (tmp_path / "results/s/sweep_rules.html").read_text()
     assert "UPPER BOUND" not in (tmp_path / "results/s/sweep_target_val.md").read_text()
     summary = (tmp_path / "results/s/sweep_rules.md").read_text()
     assert "oracle (upper bound)" in summary and "source_val: n" in summary and "oracle: m" in summary
     table = pd.read_csv(tmp_path / "results/s/sweep_source_val.csv")
     row = table[(table["method"] == "m") & (table["target"] == "Avg")].iloc[0]
     assert row["n_trials"] == 3 and row["n_draws"] == 3 and row["mean"] == pytest.approx(0.31)
+    # the page embeds its CD diagram and learning curves (the report shows it from a data: URI, where no relative
+    # path resolves)
+    page = (tmp_path / "results/s/sweep_source_val.html").read_text()
+    images = [base64.b64decode(uri) for uri in re.findall(r'<img src="data:image/png;base64,([^"]+)"', page)]
+    assert images == [
+        (tmp_path / f"results/s/figures/sweep_source_val_{kind}.png").read_bytes() for kind in ("curves", "cd")
+    ]
 
 
 def test_the_command_refuses_to_overwrite_a_cell(tmp_path, monkeypatch, capsys):
@@ -239,3 +256,31 @@ def test_a_negative_rope_is_refused_before_anything_is_written(tmp_path, monkeyp
     assert main(["sweep", str(path), "--suite", "s", "--rope", "-1"]) == 2
     assert "--rope must be >= 0" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
+
+
+def test_the_cd_diagram_takes_the_family_colours_and_starts_at_rank_one():
+    ranks = pd.Series({"fedgp": 1.2, "fedda": 2.1, "source_only": 2.7})
+    nemenyi = pd.DataFrame(0.5, index=ranks.index, columns=ranks.index)
+    families = {"source_only": "baseline", "fedda": "fda", "fedgp": "fda"}
+    styles = method_styles(families)
+    for test in (nemenyi, None):  # with the Nemenyi test, and the ranks alone
+        figure = sweep.draw_critical_difference(ranks, test, "t", families)
+        axis = figure.axes[0]
+        assert axis.get_xlim() == pytest.approx((1, 3))
+        colours = {
+            text.get_text().split(" (")[0].split(") ")[-1]: matplotlib.colors.to_rgb(text.get_color())
+            for text in axis.texts
+        }
+        if test is None:
+            colours = {
+                label.get_text(): matplotlib.colors.to_rgb(label.get_color()) for label in axis.get_yticklabels()
+            }
+        assert colours == {method: styles[method].colour for method in ranks.index}
+        figure.clf()
+
+
+def test_sweep_families_are_the_cells_own():
+    cells = [cell("m", "a", 0, 0, 0.5, 0.5, 0.5), cell("n", "a", 0, 0, 0.5, 0.5, 0.5)]
+    assert sweep.sweep_families(cells) is None  # cells from before cells recorded families: no colours
+    cells[0]["family"], cells[1]["family"] = "fda", "baseline"
+    assert sweep.sweep_families(cells) == {"m": "fda", "n": "baseline"}

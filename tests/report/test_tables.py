@@ -60,7 +60,7 @@ def test_tidy_statistics(cells):
 def test_markdown_layout(cells):
     text = markdown_table(tidy_table(cells), title="T")
     lines = text.splitlines()
-    assert lines[0] == "### T"
+    assert lines[0] == "### T — each cell: mean (sample sd) over seeds"
     assert lines[2] == "| Method | exp a | exp b | exp Avg |"
     assert lines[4].startswith("| fedgp | 61.00 (1.41) | 81.00 (1.41) | 71.00 (1.41) |")
 
@@ -162,7 +162,7 @@ def test_html_table_has_the_markdown_cells(cells):
         [method, *cells] for method, cells in zip(layout.index, layout.to_numpy().tolist(), strict=True)
     ]
     assert [row[0] for row in rows[-2:]] == ["fedgp †", "source_only"]
-    assert '<meta charset="utf-8">' in page and ">T</caption>" in page
+    assert '<meta charset="utf-8">' in page and ">T — each cell: mean (sample sd) over seeds</caption>" in page
     assert "seeds per cell: 2." in page and "† fedgp: trains on the target" in page
 
 
@@ -209,7 +209,8 @@ def test_a_hostile_method_and_title_are_escaped_on_the_table_and_cells_pages(cel
     cells = cells.assign(method=cells["method"].replace({"fedgp": f"{HOSTILE} fedgp"}))
     page = html_table(tidy_table(cells), f"{HOSTILE} table", unlabelled_target=[f"{HOSTILE} fedgp"])
     _no_markup_from(page)
-    assert f"{ESCAPED} table</caption>" in page and f"{ESCAPED} fedgp †</th>" in page
+    assert f"{ESCAPED} table — each cell: mean (sample sd) over seeds</caption>" in page
+    assert f"{ESCAPED} fedgp †</th>" in page
     paths = []
     for seed, method in enumerate((f"{HOSTILE} fedgp", "source_only")):
         identity = {"suite": "s", "experiment": "exp", "dataset": "d", "method": method, "algorithm": "fedgp"}

@@ -2,6 +2,13 @@
 # Outputs are `update`: a rerun keeps the previous table or figure until the new one is written, and
 # Snakemake restores it when the rerun fails (so the results/<name> links never dangle).
 
+from fdabench.report.rst import built_from
+
+# the report's landing page (workflow/report/workflow.rst) names the files the configuration was merged from
+REPORT_BUILT_FROM = built_from(
+    workflow.configfiles, workflow.overwrite_configfiles, workflow.config_settings.config, os.getcwd()
+)
+
 
 rule table:
     input:

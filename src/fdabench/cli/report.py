@@ -150,6 +150,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except IncompleteCellError:
         raise CommandError(unreadable_cells_message(args.cells)) from None
     title = args.title or args.suite
+    families = sweep.sweep_families(cells)
     summaries = {}
     for rule in args.rules:
         try:
@@ -174,7 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
         fill = {"suite": args.suite, "rule": rule}
         figure, curves = paths.fill(paths.SWEEP_FIGURE, **fill), paths.fill(paths.SWEEP_CURVES, **fill)
-        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks")
+        sweep.plot_critical_difference(ranks, nemenyi, figure, f"{title} — {rule}: average ranks", families)
         sweep_curves.plot_selected_curves(cells, selected, curves, f"{title} — {rule}: the selected draws")
         table_folder = os.path.dirname(paths.fill(paths.SWEEP_TABLE, ext="md", **fill))
         markdown = sweep.rule_markdown(
@@ -202,8 +203,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         write_text_atomic(paths.fill(paths.SWEEP_TESTS, **fill), tests.to_csv(index=False, float_format="%.6g"))
         write_text_atomic(paths.fill(paths.SWEEP_CHOSEN, **fill), chosen.to_csv(index=False))
         significance = sweep.significance_table(tests, ranks, summary["metric"].iloc[0])
-        caption = f"{title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == "oracle" else "")
-        tables = [(sweep.layout(summary), caption, True)]
+        tables = [(sweep.layout(summary), sweep.rule_caption(title, rule), True)]
         if search is not None:
             tables.append(
                 (sweep.search_layout(summary, search.intervals), "search interval (bootstrap over draws)", True)
@@ -218,6 +218,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             [f"Warning. {warning}" for warning in warnings]
             + sweep.notes(frame, rule, args.early_stopping, summary)
             + [f"Friedman test over the blocks: p = {friedman:.3g}"],
+            [
+                (curves, "Learning curves of the selected draws."),
+                (
+                    figure,
+                    "Critical-difference diagram: average ranks (1 = best); methods the Nemenyi test does not tell "
+                    "apart (α = 0.05) joined by a bar.",
+                ),
+            ],
         )
         write_text_atomic(paths.fill(paths.SWEEP_TABLE, ext="html", **fill), page)
         summaries[rule] = summary
@@ -239,7 +247,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     write_text_atomic(
         paths.fill(paths.SWEEP_RULES, suite=args.suite, ext="html"),
         html_page(
-            [(pivot[list(args.rules)], f"{title}: every selection rule (Avg over targets)", True)],
+            [(pivot[list(args.rules)], sweep.rules_caption(title), True)],
             ["oracle: " + "an upper bound, selected on the test split; never a result.", search_note],
         ),
     )

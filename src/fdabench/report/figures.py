@@ -79,14 +79,60 @@ def frame_families(frame: pd.DataFrame, key: str = "method") -> dict[str, str]:
     return dict(zip(frame[key], frame["family"], strict=True))
 
 
-def _line(axis, frame: pd.DataFrame, method: str, style: MethodStyle | None, **overrides) -> None:
-    """Mean over seeds of one method's per-round values, with a ±1 sd band."""
+#: the fewest seeds a ±1 sd band is drawn from: with fewer, the band of two runs is their spread twice over and
+#: hides the lines, so each seed is drawn as a faint line under the mean instead
+BAND_SEEDS = 3
+
+
+def _line(
+    axis,
+    frame: pd.DataFrame,
+    method: str,
+    style: MethodStyle | None,
+    y: str = "value",
+    faint_seeds: bool = True,
+    **overrides,
+) -> None:
+    """Mean over seeds of one method's per-round values (column `y`): with a ±1 sd band from BAND_SEEDS seeds on,
+    with fewer each seed as a faint line (gid "seed") of the same colour unless not `faint_seeds`."""
     import seaborn as sns
 
-    kwargs = {"color": style.colour, "dashes": style.dashes, "linewidth": 1.4} if style else {}
+    kwargs = {**({"color": style.colour, "dashes": style.dashes, "linewidth": 1.4} if style else {}), **overrides}
+    seeds = frame["seed"].nunique()
     sns.lineplot(
-        data=frame, x="round", y="value", errorbar="sd", ax=axis, legend=False, **{**kwargs, **overrides}, label=method
+        data=frame,
+        x="round",
+        y=y,
+        errorbar="sd" if seeds >= BAND_SEEDS else None,
+        ax=axis,
+        legend=False,
+        **kwargs,
+        label=method,
     )
+    if faint_seeds and 1 < seeds < BAND_SEEDS:
+        for _, rows in frame.groupby("seed", sort=True):
+            axis.plot(rows["round"], rows[y], color=kwargs.get("color"), linewidth=0.6, alpha=0.35, gid="seed")
+
+
+def _whole_rounds(axis) -> None:
+    """Ticks of a round axis at whole rounds only (no round 2.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def natural_order(names: Iterable[str]) -> list[str]:
+    """`names` sorted with the numbers in them compared as numbers (0, 15, 30 before 75; noise0.4 before
+    noise0.6; s2 before s10), the rest alphabetically."""
+    import re
+
+    def key(name: str) -> tuple:
+        pieces = re.split(r"(-?\d+(?:\.\d+)?)", str(name))
+        return tuple(
+            (0, float(piece), "") if index % 2 else (1, 0.0, piece) for index, piece in enumerate(pieces) if piece
+        )
+
+    return sorted(names, key=key)
 
 
 def plot_rounds(
@@ -97,10 +143,12 @@ def plot_rounds(
 
 
 def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mapping[str, str] | None = None):
-    """Target test metric per round (mean over seeds, band ±1 sd): one row of panels per method family, one
-    column per target. Colours and dashes follow `method_styles(families)` (the suite's methods in table
-    order; default: the cells' own), so a method looks the same in every figure of the suite; other families'
-    rows repeat the REFERENCE_METHODS as thin grey lines; each row's legend lists its methods in table order."""
+    """Target test metric per round (mean over seeds, band ±1 sd from BAND_SEEDS seeds on, else each seed a faint
+    line): one row of panels per method family, one column per target, each panel over its own rounds (a method
+    with extra rounds, Finetune_Offline's fine-tuning, widens only its panels) at whole-round ticks. Colours and
+    dashes follow `method_styles(families)` (the suite's methods in table order; default: the cells' own), so a
+    method looks the same in every figure of the suite; other families' rows repeat the REFERENCE_METHODS as thin
+    grey lines (their means only); each row's legend lists its methods in table order."""
     from matplotlib.lines import Line2D
 
     plt = _pyplot()
@@ -115,7 +163,6 @@ def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mappin
         len(families),
         len(targets),
         figsize=(2.6 * len(targets) + 2.4, 2.0 * len(families) + 0.6),
-        sharex=True,
         sharey=metric in PERCENT_METRICS,
         squeeze=False,
     )
@@ -125,12 +172,13 @@ def draw_rounds(paths: Iterable[str], title: str | None = None, families: Mappin
             axis = axes[row][column]
             if family != "baseline":
                 for method in (m for m in references if (m, target) in by_cell):
-                    _line(axis, by_cell[(method, target)], method, None, color="0.72", linewidth=0.8)
+                    _line(axis, by_cell[(method, target)], method, None, faint_seeds=False, color="0.72", linewidth=0.8)
             for method in methods:
                 if (method, target) in by_cell:
                     _line(axis, by_cell[(method, target)], method, styles[method])
             if metric not in PERCENT_METRICS:
                 axis.set_yscale("log")
+            _whole_rounds(axis)
             axis.set_xlabel("round" if row == len(families) - 1 else "")
             axis.set_ylabel(f"{FAMILIES[family]}\n{metric_label(metric)}" if column == 0 else "", fontsize=8)
             if row == 0:
@@ -167,34 +215,50 @@ def betas_frame(paths: Iterable[str]) -> pd.DataFrame:
 
 
 def plot_betas(paths: Iterable[str], output: str | Path, title: str | None = None) -> None:
-    """Auto-weighting β per source over rounds (mean over seeds, band ±1 sd): one panel per target
-    (columns) and method (rows), one line per source (FedGP paper, Figures 6-11)."""
+    """`draw_betas`, saved as PNG."""
+    _save_and_close(draw_betas(paths, title), output)
+
+
+def draw_betas(paths: Iterable[str], title: str | None = None):
+    """Auto-weighting β per source over rounds (mean over seeds, band ±1 sd from BAND_SEEDS seeds on, else each seed
+    a faint line): one panel per target (columns) and method (rows), one line per source, sources in
+    `natural_order` in the legend and the palette; whole-round ticks (FedGP paper, Figures 6-11)."""
     import seaborn as sns
+    from matplotlib.lines import Line2D
 
     plt = _pyplot()
     frame = betas_frame(paths)
     if frame.empty:
         raise ValueError("none of these cells logs betas (no auto-weighted method)")
-    grid = sns.relplot(
-        data=frame,
-        x="round",
-        y="beta",
-        hue="source",
-        col="target",
-        col_order=list(dict.fromkeys(frame["target"])),
-        row="method",
-        row_order=list(dict.fromkeys(frame["method"])),
-        kind="line",
-        errorbar="sd",
-        height=2.2,
-        aspect=1.3,
+    methods, targets = list(dict.fromkeys(frame["method"])), list(dict.fromkeys(frame["target"]))
+    sources = natural_order(dict.fromkeys(frame["source"]))
+    colours = dict(zip(sources, sns.color_palette(n_colors=len(sources)), strict=True))
+    figure, axes = plt.subplots(
+        len(methods),
+        len(targets),
+        figsize=(2.9 * len(targets) + 1.4, 2.2 * len(methods) + 0.4),
+        sharey=True,
+        squeeze=False,
     )
-    grid.set_axis_labels("round", "β")
-    grid.set_titles(row_template="{row_name}", col_template="target {col_name}")
+    by_panel = {key: rows for key, rows in frame.groupby(["method", "target", "source"], sort=False)}
+    for row, method in enumerate(methods):
+        for column, target in enumerate(targets):
+            axis = axes[row][column]
+            for source in sources:
+                if (method, target, source) in by_panel:
+                    _line(axis, by_panel[(method, target, source)], source, None, y="beta", color=colours[source])
+            _whole_rounds(axis)
+            axis.set_title(f"{method} · target {target}", fontsize=9)
+            axis.set_xlabel("round" if row == len(methods) - 1 else "")
+            axis.set_ylabel("β" if column == 0 else "")
+    handles = [Line2D([], [], color=colours[source], label=source) for source in sources]
+    axes[0][-1].legend(
+        handles=handles, title="source", loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7, frameon=False
+    )
     if title:
-        grid.figure.suptitle(title, y=1.02)
-    save_figure(grid.figure, output)
-    plt.close(grid.figure)
+        figure.suptitle(title, y=1.0)
+    figure.tight_layout()
+    return figure
 
 
 def _level(target: str) -> float:
@@ -237,11 +301,12 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
 
 def with_average(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` plus target AVERAGE rows: per (experiment, method, seed) the mean over the experiment's targets
-    (seeds missing a target left out, as in the tables), with the published average where one exists."""
+    (seeds missing a target left out, as in the tables), with the published average where one exists; none for an
+    experiment with one target, whose average is that target again."""
     targets = frame.groupby("experiment")["target"].nunique()
     averages = []
     for (experiment, _method, _seed), rows in frame.groupby(["experiment", "method", "seed"], sort=False):
-        if rows["target"].nunique() < targets[experiment]:
+        if targets[experiment] < 2 or rows["target"].nunique() < targets[experiment]:
             continue
         first = rows.iloc[0]
         key = first["published_table"]
@@ -265,8 +330,9 @@ def plot_final(
 
 def draw_final(paths: Iterable[str], title: str | None = None, families: Mapping[str, str] | None = None):
     """A table at a glance: the final metric per method (rows, in table order) and target (one panel per
-    experiment and target, then Avg), every seed as a dot, the mean over seeds as a bar "|" with ±1 sd, and the
-    published value as a black diamond where one exists. Colours follow `method_styles(families)`."""
+    experiment and target, then Avg where the experiment has two targets or more), every seed as a dot, the mean
+    over seeds as a bar "|" with ±1 sd, and the published value as a black diamond where one exists. Colours follow
+    `method_styles(families)`."""
     import numpy as np
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,8 @@ from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
 
 AVERAGE = "Avg"
 CONFIDENCE = 0.95
+#: what a cell of a sweep table means, in its title line (the main tables say theirs: fdabench.report.tables)
+CONVENTION = "each cell: mean ± half-width of the 95% t-interval over trials"
 #: posterior samples of the Bayesian signed-rank test, and the seed of their stream (the same numbers every run)
 BAYES_SAMPLES = 20000
 BAYES_SEED = 0
@@ -345,6 +347,20 @@ def format_interval(mean: float, low: float, high: float, metric: str) -> str:
     return f"{text} ± {scale * (high - low) / 2:{digits}}"
 
 
+def rule_caption(title: str, rule: str) -> str:
+    """A rule's table title line: the sweep, the rule (the oracle marked as an upper bound), `CONVENTION`."""
+    return (
+        f"{title} — {rule}"
+        + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
+        + f" — {CONVENTION}"
+    )
+
+
+def rules_caption(title: str) -> str:
+    """The every-rule table's title line, with `CONVENTION`."""
+    return f"{title} — every selection rule (Avg over targets) — {CONVENTION}"
+
+
 def rule_heading(rule: str, early_stopping: bool) -> str:
     text = f"selection rule `{rule}`: {SELECTION_RULES[rule]}"
     if rule != "last":
@@ -487,7 +503,7 @@ def rule_markdown(
     paired and Bayesian tests and ranks, the Friedman test, the CD diagram."""
     metric = summary["metric"].iloc[0]
     reference = tests["reference"].iloc[0] if len(tests) else "–"
-    heading = f"### {title} — {rule}" + (" (UPPER BOUND: selected on the test split)" if rule == ORACLE else "")
+    heading = f"### {rule_caption(title, rule)}"
     lines = [heading, "", _markdown(layout(summary), "Method"), ""]
     lines += [f"- **Warning.** {warning}" for warning in warnings]
     lines += [f"- {note}" for note in notes(frame, rule, early_stopping, summary)]
@@ -582,7 +598,7 @@ def winners(tidy: pd.DataFrame, higher_is_better: bool) -> dict[tuple[str, str],
 def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, search: str = "") -> str:
     """Methods x rules per experiment, each rule's winner in bold, the oracle marked as an upper bound; `search`:
     which search ran (`search_note`)."""
-    lines = [f"### {title} — every selection rule (Avg over targets)", ""]
+    lines = [f"### {rules_caption(title)}", ""]
     best = winners(tidy, higher_is_better)
     for experiment, part in tidy.groupby("experiment", sort=False):
         rules = list(dict.fromkeys(part["rule"]))
@@ -614,26 +630,63 @@ def summary_markdown(tidy: pd.DataFrame, title: str, higher_is_better: bool, sea
     return "\n".join(lines) + "\n"
 
 
-def plot_critical_difference(ranks: pd.Series, nemenyi: pd.DataFrame | None, output: str, title: str) -> None:
-    """The critical-difference diagram (scikit-posthocs): average ranks on an axis, methods the Nemenyi test does
-    not separate joined by a bar; without the test (fewer than 3 methods or 2 blocks), the ranks alone."""
+def plot_critical_difference(
+    ranks: pd.Series,
+    nemenyi: pd.DataFrame | None,
+    output: str,
+    title: str,
+    families: Mapping[str, str] | None = None,
+) -> None:
+    """`draw_critical_difference`, saved as PNG."""
+    import matplotlib.pyplot as plt
+
+    figure = draw_critical_difference(ranks, nemenyi, title, families)
+    with atomic_path(output) as tmp:
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def draw_critical_difference(
+    ranks: pd.Series, nemenyi: pd.DataFrame | None, title: str, families: Mapping[str, str] | None = None
+):
+    """The critical-difference diagram (scikit-posthocs): average ranks on an axis from rank 1 (the best possible)
+    to the number of methods (the worst), methods the Nemenyi test does not separate joined by a bar; without the
+    test (fewer than 3 methods or 2 blocks), the ranks alone. Each method in its colour in every figure of the suite
+    (`fdabench.report.style.method_styles(families)`; black without `families`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import scikit_posthocs
 
+    from fdabench.report.style import method_styles
+
+    styles = method_styles(families) if families else {}
+    colours = {method: styles[method].colour if method in styles else (0.0, 0.0, 0.0) for method in ranks.index}
     figure, axes = plt.subplots(figsize=(7, 0.45 * len(ranks) + 1.2))
     if nemenyi is not None:
-        scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=axes)
+        scikit_posthocs.critical_difference_diagram(ranks, nemenyi, ax=axes, color_palette=colours)
     else:
-        axes.scatter(ranks.to_numpy(), range(len(ranks)))
+        axes.scatter(ranks.to_numpy(), range(len(ranks)), color=[colours[method] for method in ranks.index])
         axes.set_yticks(range(len(ranks)), list(ranks.index))
+        for label, method in zip(axes.get_yticklabels(), ranks.index, strict=True):
+            label.set_color(colours[method])
         axes.set_xlabel("average rank (1 = best)")
+    axes.set_xlim(1, max(len(ranks), 2))
     axes.set_title(title, fontsize=10, pad=20)
-    with atomic_path(output) as tmp:
-        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(figure)
+    return figure
+
+
+def sweep_families(cells: Iterable[dict[str, Any]]) -> dict[str, str] | None:
+    """Each swept method's family as its cells record it (method -> family, in the cells' order); None where a cell
+    records none (it ran before cells recorded their family)."""
+    families = {}
+    for cell in cells:
+        config = cell["config"]
+        if cell.get("family") is None:
+            return None
+        families[config.get("sweep", {}).get("method", config["method"])] = cell["family"]
+    return families
 
 
 def read_sweep_cells(paths: Iterable[str]) -> list[dict[str, Any]]:

@@ -112,6 +112,15 @@ def tidy_table(cells: pd.DataFrame) -> pd.DataFrame:
     return tidy[TIDY_COLUMNS].reset_index(drop=True)
 
 
+#: what a cell of a table means, in its title line (the sweep's tables say theirs: fdabench.report.sweep.CONVENTION)
+CONVENTION = "each cell: mean (sample sd) over seeds"
+
+
+def table_caption(title: str | None) -> str:
+    """A table's title line: its title, then `CONVENTION`."""
+    return f"{title} — {CONVENTION}" if title else CONVENTION
+
+
 def format_value(mean: float, std: float, metric: str) -> str:
     """Accuracy and AUC in percent with two decimals, "mean (std)"; other metrics with four significant digits."""
     if metric in PERCENT_METRICS:
@@ -180,12 +189,10 @@ def table_notes(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> li
 def markdown_table(
     tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
 ) -> str:
-    """`paper_layout` as a Markdown table under its title, then `table_notes` and `extra_notes`.
+    """`paper_layout` as a Markdown table under its title line (`table_caption`), then `table_notes` and `extra_notes`.
     Methods in `unlabelled_target` are marked † with a note (as the papers mark KD3A "100% data")."""
     layout = paper_layout(tidy, unlabelled_target)
-    lines = []
-    if title:
-        lines += [f"### {title}", ""]
+    lines = [f"### {table_caption(title)}", ""]
     lines += [
         "| " + " | ".join(["Method", *layout.columns]) + " |",
         "|" + "|".join(["---"] + [":---:"] * len(layout.columns)) + "|",
@@ -209,8 +216,20 @@ PAGE = Environment(autoescape=True, keep_trailing_newline=True).from_string(
     '<!DOCTYPE html>\n<html>\n<head><meta charset="utf-8"></head>\n<body>\n'
     "{% for table in tables %}{{ table }}\n{% endfor %}"
     '{% for note in notes %}<p style="font: 12px sans-serif; color: #444;">{{ note }}</p>\n{% endfor %}'
+    '{% for source, caption in figures %}<figure style="margin: 14px 0;"><img src="{{ source }}" alt="{{ caption }}" '
+    'style="max-width: 100%;"><figcaption style="font: 12px sans-serif; color: #444;">{{ caption }}</figcaption>'
+    "</figure>\n{% endfor %}"
     "</body>\n</html>\n"
 )
+
+
+def png_data_uri(path: str) -> str:
+    """A PNG file as a data: URI, so a page shows it wherever the page is: the Snakemake report shows an HTML output
+    from a data: URI of its own, where no path relative to the page's file resolves."""
+    import base64
+    from pathlib import Path
+
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
 def _escaped_names(index: pd.Index) -> list[str | None]:
@@ -230,13 +249,19 @@ def html_fragment(frame: pd.DataFrame, caption: str | None, index: bool, positio
     return Markup(html.to_html())
 
 
-def html_page(sections: Iterable[tuple[pd.DataFrame, str | None, bool]], notes: Iterable[str] = ()) -> str:
-    """Tables (frame, caption, whether to show the index) then notes as one standalone UTF-8 HTML page (`PAGE`, every
-    text escaped): what the Snakemake report shows inline, and every HTML page fdabench writes."""
+def html_page(
+    sections: Iterable[tuple[pd.DataFrame, str | None, bool]],
+    notes: Iterable[str] = (),
+    figures: Iterable[tuple[str, str]] = (),
+) -> str:
+    """Tables (frame, caption, whether to show the index), notes, then figures (PNG path, caption), each embedded
+    (`png_data_uri`), as one standalone UTF-8 HTML page (`PAGE`, every text escaped): what the Snakemake report shows
+    inline, and every HTML page fdabench writes."""
     tables = [
         html_fragment(frame, caption, index, position) for position, (frame, caption, index) in enumerate(sections)
     ]
-    return PAGE.render(tables=tables, notes=list(notes))
+    embedded = [(png_data_uri(path), caption) for path, caption in figures]
+    return PAGE.render(tables=tables, notes=list(notes), figures=embedded)
 
 
 IDENTITY_SETTINGS = ("suite", "experiment", "dataset", "method", "target", "seed")
@@ -278,9 +303,9 @@ def cells_html(paths: Iterable[str], title: str | None = None) -> str:
 def html_table(
     tidy: pd.DataFrame, title: str | None = None, unlabelled_target: Iterable[str] = (), extra_notes: Iterable[str] = ()
 ) -> str:
-    """`paper_layout`, `table_notes` and `extra_notes` as an HTML page."""
+    """`paper_layout` under its title line (`table_caption`), `table_notes` and `extra_notes` as an HTML page."""
     notes = [*table_notes(tidy, unlabelled_target), *extra_notes]
-    return html_page([(paper_layout(tidy, unlabelled_target), title, True)], notes)
+    return html_page([(paper_layout(tidy, unlabelled_target), table_caption(title), True)], notes)
 
 
 def table_json(tidy: pd.DataFrame) -> dict[str, Any]:
