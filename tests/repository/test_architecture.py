@@ -34,6 +34,7 @@ REPORT_MAY_IMPORT = (
     "fdabench.cell.reading",  # the cell files, checked against their digests, each cell once
     "fdabench.cell.result",
     "fdabench.core.io",
+    "fdabench.core.readers",  # the figures a page embeds
     "fdabench.core.families",
     "fdabench.core.metrics",
     "fdabench.core.selection",

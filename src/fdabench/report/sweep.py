@@ -30,6 +30,7 @@ from fdabench.cell.reading import read_cells
 from fdabench.core.io import atomic_path
 from fdabench.core.metrics import PERCENT_METRICS
 from fdabench.core.selection import ORACLE, RULES, SELECTION_RULES
+from fdabench.report.style import method_styles
 
 AVERAGE = "Avg"
 CONFIDENCE = 0.95
@@ -658,8 +659,6 @@ def draw_critical_difference(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import scikit_posthocs
-
-    from fdabench.report.style import method_styles
 
     styles = method_styles(families) if families else {}
     colours = {method: styles[method].colour if method in styles else (0.0, 0.0, 0.0) for method in ranks.index}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from markupsafe import Markup, escape
 from fdabench.cell.reading import read_cells
 from fdabench.cell.result import check_same_code, facts_row
 from fdabench.core.metrics import METRIC_LABELS, PERCENT_METRICS
+from fdabench.core.readers import read_bytes
 
 TIDY_COLUMNS = ["experiment", "dataset", "target", "method", "metric", "mean", "std", "n_seeds"]
 AVERAGE = "Avg"
@@ -226,10 +228,7 @@ PAGE = Environment(autoescape=True, keep_trailing_newline=True).from_string(
 def png_data_uri(path: str) -> str:
     """A PNG file as a data: URI, so a page shows it wherever the page is: the Snakemake report shows an HTML output
     from a data: URI of its own, where no path relative to the page's file resolves."""
-    import base64
-    from pathlib import Path
-
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(read_bytes(path, "a figure (PNG)")).decode("ascii")
 
 
 def _escaped_names(index: pd.Index) -> list[str | None]:
