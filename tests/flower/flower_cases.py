@@ -11,26 +11,27 @@ from fdabench.methods import get_method
 
 EXPERIMENT, TARGET, SEED = "colored_digits", "-90", 0
 #: One Flower-equivalence case per transport feature, not per method: what crosses between the server and the sites,
-#: and what runs at a site, is decided by the round-loop flags and client hooks a method sets (`transport_features`),
-#: never by what its aggregate or batch loss computes, which the in-process method tests check for every method.
-#: `test_every_transport_feature_has_a_flower_equivalence_case` fails when a method brings a combination no case has.
+#: and what runs at a site, is decided by the round-loop flags and client hooks a method sets (`transport_features`:
+#: each flag's value and each overridden hook is one feature), never by what its aggregate or batch loss computes,
+#: which the in-process method tests check for every method. The cases below are a cover: every feature of every
+#: registered method is exercised by at least one case, and each case exercises a feature no other case does
+#: (`test_every_transport_feature_has_a_flower_equivalence_case` fails when a method brings a feature no case has,
+#: or when a case adds nothing).
 #: The round-loop methods that run with the exported tiny suite (test_flower.py: updates compared site by site)
-SIMULATED = ["fedgp", "fedgp_auto", "fdann", "oracle"]
+SIMULATED = [
+    "fedgp_auto",  # messages beyond updates (the estimates), a target observer
+    "fdann",  # the target trains on all its inputs, a source batch loss
+    "oracle",  # the target's labelled and unlabelled samples
+]
+#: exported beside SIMULATED for the transport's own tests (site files, faults, policies): FedGP, the plain aggregate
+EXPORTED = ["fedgp", *SIMULATED]
 CLIENT_STATE_AND_PLAIN = [
-    "scaffold",  # a broadcast to every client and a message back (c, Δc_i), plain SGD
-    "fedbn",  # local layers that never leave a site, buffers
-    "ditto",  # a personal model at the target, its own local rounds
-    "fedrep",  # heads kept at every site, only the body crosses
-    "knn_per",  # a personalised predictor built at the target
-    "finetune_offline",  # a "local" phase: the target trains alone, nothing crosses
-    "source_only",  # no target training
-    "target_only",  # no source training
-    "warmup_target_only",  # sources in the warm-up only
+    "kd3a",  # source models with their buffers forwarded to the target, its own local rounds
+    "comda",  # queries to the sources only, their predictions forwarded to the target, client state
     "fedprox",  # a proximal term at every site
-    "gp",  # the target starts from the sources' average, a source batch loss
-    "kd3a",  # source models with their buffers forwarded to the target
-    "comda",  # queries to the sources only, their predictions forwarded to the target
     "dadil_e",  # an encoder phase, then dictionary rounds with barycentric coordinates kept at the sites
+    "warmup_target_only",  # sources in the warm-up only
+    "gp",  # the target starts from the sources' average, a source batch loss
 ]
 WITH_AUXILIARY_LABELS = ["auxinfo"]  # auxiliary labels in the site files: Fed-Heart (the mirror)
 #: what a method sets that the transport or a site acts on
@@ -66,13 +67,14 @@ TRANSPORT_HOOKS = (
 )
 
 
-def transport_features(method: type) -> tuple:
-    """The flags a round-loop method sets and the client-side hooks it overrides: two methods with the same features
-    send the same kinds of message through the same code at the server and the sites."""
+def transport_features(method: type) -> frozenset:
+    """The transport features of a round-loop method: each flag it sets, with its value, and each client-side hook it
+    overrides. A feature decides what crosses between the server and the sites, or what runs at a site, whatever
+    the method's arithmetic."""
     from fdabench.methods.base import RoundLoopMethod
 
-    overridden = tuple(hook for hook in TRANSPORT_HOOKS if getattr(method, hook) is not getattr(RoundLoopMethod, hook))
-    return tuple(getattr(method, flag) for flag in TRANSPORT_FLAGS), overridden
+    overridden = {hook for hook in TRANSPORT_HOOKS if getattr(method, hook) is not getattr(RoundLoopMethod, hook)}
+    return frozenset({(flag, getattr(method, flag)) for flag in TRANSPORT_FLAGS} | overridden)
 
 
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")

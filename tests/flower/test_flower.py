@@ -18,6 +18,7 @@ flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip insta
 
 from flower_cases import (  # noqa: E402
     EXPERIMENT,
+    EXPORTED,
     SEED,
     SIMULATED,
     TARGET,
@@ -41,7 +42,7 @@ from workflows import workflow_environment  # noqa: E402
 
 @pytest.fixture(scope="module")
 def exported(tiny_inputs, tmp_path_factory):
-    """The tiny suite's SIMULATED cells as site files (all but fedgp added to the suite for this test; fdann
+    """The tiny suite's EXPORTED cells as site files (all but fedgp added to the suite for this test; fdann
     trains the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
     must report the samples its method's `target_split` trains on)."""
     root, params = tiny_inputs
@@ -49,7 +50,7 @@ def exported(tiny_inputs, tmp_path_factory):
     here = os.getcwd()
     os.chdir(root)
     try:
-        for method in SIMULATED:
+        for method in EXPORTED:
             folder = tmp_path_factory.mktemp(method)
             simulation.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
             folders[method] = folder
@@ -62,7 +63,7 @@ def _with_auto(params):
     from fdabench.config import validate_params
 
     raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["source_only", *SIMULATED]
+    raw["suites"]["tiny"]["methods"] = ["source_only", *EXPORTED]
     raw["suites"]["tiny"]["train"]["target_batch_size"] = 4  # several target steps: auto-weighting's estimates
     return validate_params(raw)
 
