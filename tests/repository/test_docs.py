@@ -118,3 +118,15 @@ def test_mkdocs_build_strict_passes(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
+
+
+def _first_commands(page: Path) -> list[str]:
+    """The commands of a page's first bash block, comments dropped."""
+    text = page.read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_quick_start_page_gives_the_readmes_commands():
+    """One install line everywhere: the site's quick start is the README's (the lock included)."""
+    assert _first_commands(REPO / "docs" / "quickstart.md") == _first_commands(REPO / "README.md")
