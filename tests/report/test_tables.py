@@ -236,3 +236,15 @@ def test_every_html_page_is_written_by_the_one_autoescaping_template():
     }
     assert writers == {"report/tables.py"}
     assert tables.PAGE.environment.autoescape is True
+
+
+def test_methods_that_read_the_same_in_every_column_are_named_under_the_table(cells):
+    chance = cells[cells.method == "source_only"].copy()
+    chance["final"] = 0.1  # a constant prediction on ten balanced classes
+    for method in ("kd3a", "fedprox"):
+        rows = chance.assign(method=method, algorithm=method)
+        cells = pd.concat([cells, rows], ignore_index=True)
+    text = markdown_table(tidy_table(cells), "t")
+    assert "kd3a, fedprox: the same value in every column (3), at this precision" in text
+    assert "fedgp, " not in text and "source_only, " not in text  # rows that differ are not named
+    assert "same value in every column" not in markdown_table(tidy_table(cells[cells.method != "kd3a"]), "t")

@@ -185,7 +185,31 @@ def table_notes(tidy: pd.DataFrame, unlabelled_target: Iterable[str] = ()) -> li
             'inputs, labels unused), as the papers mark KD3A "100% data"; the other methods use only the target\'s '
             "labelled samples (oracle: all its training samples, labelled)."
         )
-    return notes
+    return notes + identical_rows_notes(tidy)
+
+
+def identical_rows_notes(tidy: pd.DataFrame) -> list[str]:
+    """One note per group of methods whose rows read the same in every column of the table (`format_value`, the
+    same columns run): at the table's precision nothing tells them apart, which mostly means each predicts a
+    constant (chance accuracy, one class) rather than that two rules agree."""
+    rows: dict[str, tuple] = {}
+    for method in dict.fromkeys(tidy["method"]):
+        mine = tidy[tidy["method"] == method]
+        rows[method] = tuple(
+            sorted(
+                (row.experiment, row.metric, row.target, format_value(row.mean, row.std, row.metric))
+                for row in mine.itertuples()
+            )
+        )
+    groups: dict[tuple, list[str]] = {}
+    for method, row in rows.items():
+        groups.setdefault(row, []).append(method)
+    return [
+        f"{', '.join(methods)}: the same value in every column ({len(row)}), at this precision; check whether they "
+        "predict a constant (e.g. chance accuracy) before reading them as rules that agree."
+        for row, methods in groups.items()
+        if len(methods) > 1 and len(row) > 1
+    ]
 
 
 def markdown_table(
