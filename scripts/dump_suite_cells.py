@@ -10,11 +10,11 @@ import argparse
 import json
 import sys
 
-from fdabench.config import load_params
+from fdabench.jobs.validation import load_checked_params
 
 
 def suite_cells(params_path: str) -> dict[str, dict[str, dict]]:
-    params = load_params(params_path)
+    params = load_checked_params(params_path)
     return {suite: _suite(params.for_suite(suite)) for suite in params.raw["suites"]}
 
 

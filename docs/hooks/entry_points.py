@@ -64,7 +64,7 @@ def reproduction_status(summary_csv: Path, suite: str) -> tuple[str, str, str]:
     """The status block rendered from the summary, with its begin and end markers."""
     import pandas as pd
 
-    from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END, status_table
+    from fdabench.reproduction.paper_vs_ours import STATUS_BEGIN, STATUS_END, status_table
 
     summary = pd.read_csv(summary_csv, keep_default_na=False)
     return status_table(summary, suite), STATUS_BEGIN, STATUS_END

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import yaml
 
-from fdabench.cell.archive import cell_from_record, encode, read_archive
-from fdabench.cell.equivalence import record_payload
 from fdabench.cli import build_parser, main
 from fdabench.cli.archive import current_fingerprint
 from fdabench.cli.file_arguments import FOLDER_KINDS, INPUT_KINDS, file_inputs
 from fdabench.data.base import DomainArrays, PreparedDataset
+from fdabench.reproduction.archive import cell_from_record, encode, read_archive
+from fdabench.reproduction.equivalence import record_payload
 from workflows import TINY_PARAMS
 
 REPO = Path(__file__).resolve().parents[2]

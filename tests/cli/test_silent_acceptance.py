@@ -27,6 +27,7 @@ from fdabench.config import ParamsError, load_params, validate_params
 from fdabench.core import formats, paths, plugins
 from fdabench.jobs.heal import heal_cell
 from fdabench.jobs.status import cell_state
+from fdabench.jobs.validation import validated_params
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -36,7 +37,7 @@ def _refused(edit) -> str:
     raw = copy.deepcopy(SHIPPED)
     edit(raw)
     with pytest.raises(ParamsError) as caught:
-        validate_params(raw)
+        validated_params(raw)  # as every command validates (an experiment's `published:` key included)
     return str(caught.value)
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fdabench.cell.archive import record_state
 from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.config import validate_params
 from fdabench.core.device_identity import changed_settings, planned_config, ran_as
 from fdabench.core.io import canonical_json
 from fdabench.jobs.status import suite_status
+from fdabench.reproduction.archive import record_state
 
 PARAMS = {
     "suite": "dev",

@@ -19,6 +19,7 @@ from fdabench.report.figures import (
     with_average,
 )
 from fdabench.report.style import method_styles
+from fdabench.reproduction.lookups import published_mark
 
 
 def _cell(
@@ -125,7 +126,8 @@ def test_rounds_figure_rows_are_families_with_the_suite_styles(tmp_path):
 
 
 def test_final_figure_shows_seeds_means_and_published_values(tmp_path):
-    # fmnist_noise, target noise0.4: published FedDA (β = 0.5) 58.60 and Source Only 18.55 (fdabench.paper.published)
+    # fmnist_noise, target noise0.4: published FedDA (β = 0.5) 58.60 and Source Only 18.55
+    # (fdabench.reproduction.papers.published)
     paths = [
         _cell(
             tmp_path,
@@ -142,13 +144,13 @@ def test_final_figure_shows_seeds_means_and_published_values(tmp_path):
         for target in ("noise0.4", "noise0.6")
         for seed in (0, 1)
     ]
-    frame = with_average(final_frame(paths))
+    frame = with_average(final_frame(paths, published_mark))
     fedda = frame[(frame["method"] == "fedda")]
     published = dict(zip(fedda["target"], fedda["published"]))
     assert published["noise0.4"] == pytest.approx(58.6)
     average = fedda[fedda["target"] == "Avg"].sort_values("seed")["value"].tolist()
     assert average == pytest.approx([60.0, 61.0])
-    figure = draw_final(paths, "t")
+    figure = draw_final(paths, "t", published=published_mark)
     panels = [axis for axis in figure.axes if axis.get_visible()]
     assert [axis.get_title() for axis in panels] == ["target noise0.4", "target noise0.6", "target Avg"]
     ticks = [label.get_text() for label in panels[0].get_yticklabels()]
@@ -159,8 +161,26 @@ def test_final_figure_shows_seeds_means_and_published_values(tmp_path):
     # every seed is a dot
     dots = [c for c in panels[0].collections if c.get_gid() == "seeds"]
     assert sorted(dots[0].get_offsets()[:, 0].tolist()) == pytest.approx([30.0, 31.0, 60.0, 61.0])
-    plot_final(paths, tmp_path / "final.png")
+    plot_final(paths, tmp_path / "final.png", published=published_mark)
     assert (tmp_path / "final.png").read_bytes()[:4] == b"\x89PNG"
+    # the report knows no paper: without the reproduction package's values, nothing is marked
+    bare = draw_final(paths, "t")
+    marks = [c for axis in bare.axes for c in axis.collections if c.get_gid() == "published"]
+    assert marks and not any(len(c.get_offsets()) for c in marks)
+    assert with_average(final_frame(paths))["published"].isna().all()
+    bare.clf()
+
+
+def test_the_figure_command_marks_the_published_values(tmp_path, monkeypatch):
+    """`fdabench figure final` passes the reproduction package's published values to the figure."""
+    from fdabench.cli import main
+    from fdabench.report import figures
+
+    calls = []
+    monkeypatch.setattr(figures, "plot_final", lambda *args: calls.append(args))
+    path = _cell(tmp_path, "fedda", "fedda", {"beta": 0.5}, 0, 0.6, target="noise0.4", published="fmnist_noise")
+    assert main(["figure", "final", path, "--output", str(tmp_path / "f.png")]) == 0
+    assert calls[0][-1] is published_mark
 
 
 def test_cells_without_a_family_are_refused_with_the_way_out(tmp_path):

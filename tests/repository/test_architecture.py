@@ -15,8 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "fdabench"
 # Bottom to top. A module may import modules of its own layer or of lower layers. Each layer is a set of
 # packages (docs/architecture.md draws this table from here).
 LAYERS = (
-    # foundations: errors, registries, files, paths, plugins; the papers
-    ("fdabench", "fdabench.core", "fdabench.paper"),
+    ("fdabench", "fdabench.core"),  # foundations: errors, registries, files, paths, plugins
     ("fdabench.tensor_math", "fdabench.data", "fdabench.models"),  # pure math, datasets, networks
     ("fdabench.federation",),  # the round loop and local training
     ("fdabench.methods",),  # the methods
@@ -26,10 +25,12 @@ LAYERS = (
         "fdabench.flower",
         "fdabench.testing",
     ),  # params.yaml and finding its cells; cell execution over Flower, the method test kit
-    ("fdabench.speed", "fdabench.report", "fdabench.theory"),  # speed benchmarks, reports, the theory check
+    # speed benchmarks, reports, the theory check; the reproduction tooling (the papers, paper vs ours, the archive)
+    ("fdabench.speed", "fdabench.report", "fdabench.theory", "fdabench.reproduction"),
     ("fdabench.jobs", "fdabench.cli", "fdabench.__main__"),  # job-level plumbing and the command line
 )
-# What the report may read: cell files and the published papers, never params or the registries.
+# What the report may read: cell files, never params, the registries or the papers (a figure's published values are
+# handed to it by the command line, from the reproduction package).
 REPORT_MAY_IMPORT = (
     "fdabench.cell.reading",  # the cell files, checked against their digests, each cell once
     "fdabench.cell.result",
@@ -39,7 +40,6 @@ REPORT_MAY_IMPORT = (
     "fdabench.core.metrics",
     "fdabench.core.selection",
     "fdabench.core.staging",
-    "fdabench.paper",
     "fdabench.report",
     "fdabench.config.theory_roles",
 )
@@ -121,7 +121,7 @@ def test_layers_import_downwards_only():
     assert not upward, "upward imports: " + ", ".join(f"{a} -> {b}" for a, b in upward)
 
 
-def test_the_report_reads_cell_files_and_the_papers_only():
+def test_the_report_reads_cell_files_only():
     for module in MODULES:
         if module.startswith(("fdabench.report", "fdabench.theory.report")):
             for imported, _ in _imports(module):

@@ -79,7 +79,7 @@ def test_the_bad_input_catalogue_lists_every_case_in_order(pages):
 def test_the_site_reproduction_status_is_the_committed_summary_rendered():
     import pandas as pd
 
-    from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END, status_table
+    from fdabench.reproduction.paper_vs_ours import STATUS_BEGIN, STATUS_END, status_table
 
     summary = pd.read_csv(REPO / "docs" / "reproduction" / "paper_cpu.csv", keep_default_na=False)
     page = reference.fill_reproduction_status((REPO / "docs" / "reproduction.md").read_text(encoding="utf-8"))

@@ -16,8 +16,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from fdabench.cell.archive import read_archive
 from fdabench.cell.lock import locked_pins, version_disagreements
+from fdabench.reproduction.archive import read_archive
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "requirements.lock"

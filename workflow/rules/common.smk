@@ -30,12 +30,13 @@ from fdabench.report.rst import rst_text
 
 @cache
 def validated_params():
-    """params.yaml validated (fdabench.config.validate_params): imports the library (and torch), so it is called only
-    for an answer the plan does not have; a validation error stops the run before anything runs."""
-    from fdabench.config import ParamsError, validate_params
+    """params.yaml validated as every command validates it (fdabench.jobs.validation): imports the library (and
+    torch), so it is called only for an answer the plan does not have; a validation error stops the run before
+    anything runs."""
+    from fdabench.jobs.validation import validated_params as validate
 
     try:
-        return validate_params(config)
+        return validate(config)
     except ParamsError as error:
         raise WorkflowError(str(error)) from None
 

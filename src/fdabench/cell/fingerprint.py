@@ -15,8 +15,8 @@ Roots per kind of job (what the job runs):
 - theory init: the theory check's job (fdabench.theory.init) and the cell's model, dataset and partitioner.
 
 The reach stops at the *bookkeeping* modules (`BOOKKEEPING`): how files are read and written, how fingerprints and
-plugins are worked out, error types and file-kind tags. None of them can change a number a job computes, so a change
-to them reruns nothing. A recorded fingerprint is compared module by module (`fdabench.cell.staleness`): the job is
+plugins are worked out, error types and file-kind tags. None of them can change a number a job computes, so a change to
+them reruns nothing. A recorded fingerprint is compared module by module (`fdabench.reproduction.staleness`): the job is
 current when every module today's fingerprint reaches has the hash it had when the job ran; a module the job's record
 lists and today's reach no longer does (a bookkeeping module, recorded before it was one) is not a change, because a
 module leaves the reach of unchanged code only by becoming bookkeeping.

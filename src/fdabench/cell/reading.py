@@ -31,7 +31,7 @@ def read_verified_cell(path: str | Path) -> dict[str, Any]:
     return cell
 
 
-#: what tells one cell from another (`fdabench.cell.archive.identity`; the cell's path is made of them)
+#: what tells one cell from another (`fdabench.reproduction.archive.identity`; the cell's path is made of them)
 IDENTITY = ("suite", "experiment", "method", "target", "seed")
 
 

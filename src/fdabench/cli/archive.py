@@ -1,7 +1,7 @@
-"""The reproduction archive (`fdabench.cell.archive`, docs/reproduction.md): `fdabench archive add` records finished
-cells in it, `fdabench archive export` rebuilds the cell files of the records that are current, and `fdabench compare
---archive` (`compare_archive`) regenerates the published comparison's pages, summary and README block from it alone,
-marking the cells whose code fingerprint is no longer today's as from an older commit."""
+"""The reproduction archive (`fdabench.reproduction.archive`, docs/reproduction.md): `fdabench archive add` records
+finished cells in it, `fdabench archive export` rebuilds the cell files of the records that are current, and `fdabench
+compare --archive` (`compare_archive`) regenerates the published comparison's pages, summary and README block from it
+alone, marking the cells whose code fingerprint is no longer today's as from an older commit."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fdabench.cell.equivalence import RECORD
 from fdabench.cell.lock import LOCK
 from fdabench.cli.common import CommandError, suite_arguments
 from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, OUTPUT_ROOT, UPDATED
 from fdabench.core.readers import FileReadError, read_text
+from fdabench.reproduction.equivalence import RECORD
 
 README = Path("README.md")
 PAGES = ("csv", "md", "html")
@@ -38,7 +38,9 @@ def _cell_files(given: list[str]) -> list[Path]:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from fdabench.cell.archive import (
+    from fdabench.cell.reading import read_verified_cell
+    from fdabench.cell.result import IncompleteCellError
+    from fdabench.reproduction.archive import (
         add_records,
         archive_path,
         read_archive,
@@ -46,8 +48,6 @@ def cmd_add(args: argparse.Namespace) -> int:
         seal_records,
         write_archive,
     )
-    from fdabench.cell.reading import read_verified_cell
-    from fdabench.cell.result import IncompleteCellError
 
     records: dict[str, list[dict[str, Any]]] = {}
     for path in _cell_files(args.cells):
@@ -86,7 +86,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_seal(args: argparse.Namespace) -> int:
     """Give every record of the archives that carries no digest (archived before digests existed) its digest, so
     that from now on an edit to it is refused; the records with one are verified, and nothing else changes."""
-    from fdabench.cell.archive import read_archive, seal_records, write_archive
+    from fdabench.reproduction.archive import read_archive, seal_records, write_archive
 
     archives = [Path(name) for name in args.archives]
     missing = [str(path) for path in archives if not path.is_file()]
@@ -101,13 +101,13 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 
 def cmd_vouch(args: argparse.Namespace) -> int:
-    """Record the code equivalences (`fdabench.cell.equivalence`) that the same cells run with the old code (`--before`
-    cell files, `--before-archive` records) and with today's (`--after`) show, bit for bit; nothing is recorded
-    unless every `--after` cell has its old run and agrees with it."""
-    from fdabench.cell.archive import identity, read_archive, record_from_cell
-    from fdabench.cell.equivalence import VouchError, merged, read_record, record_payload, vouch
+    """Record the code equivalences (`fdabench.reproduction.equivalence`) that the same cells run with the old code
+    (`--before` cell files, `--before-archive` records) and with today's (`--after`) show, bit for bit; nothing is
+    recorded unless every `--after` cell has its old run and agrees with it."""
     from fdabench.cell.reading import cell_identity, cell_name, read_cells
     from fdabench.core.io import write_json_atomic
+    from fdabench.reproduction.archive import identity, read_archive, record_from_cell
+    from fdabench.reproduction.equivalence import VouchError, merged, read_record, record_payload, vouch
 
     record = Path(args.record)
     recorded = read_record(record)  # a bad record is refused before anything is compared
@@ -156,7 +156,7 @@ def _identity_key(found: tuple) -> tuple:
 
 
 def _is_record(payload: dict[str, Any]) -> bool:
-    from fdabench.cell.archive import ARCHIVE_FORMAT
+    from fdabench.reproduction.archive import ARCHIVE_FORMAT
 
     return payload.get("format") == ARCHIVE_FORMAT
 
@@ -202,11 +202,12 @@ def current_fingerprint(config: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def archived_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records as cells (`fdabench.cell.archive.cell_from_record`), each with `archive.older_commit`: whether its
-    code differs from what today's source gives its configuration (`fdabench.cell.staleness.code_changes`)."""
-    from fdabench.cell.archive import cell_from_record
-    from fdabench.cell.equivalence import shipped
-    from fdabench.cell.staleness import code_changes
+    """The records as cells (`fdabench.reproduction.archive.cell_from_record`), each with `archive.older_commit`:
+    whether its code differs from what today's source gives its configuration
+    (`fdabench.reproduction.staleness.code_changes`)."""
+    from fdabench.reproduction.archive import cell_from_record
+    from fdabench.reproduction.equivalence import shipped
+    from fdabench.reproduction.staleness import code_changes
 
     equivalences = shipped()
     cells = []
@@ -231,7 +232,7 @@ def readme_suite(text: str) -> str | None:
     """The suite the README's status block is generated for (its first line names it), or None."""
     import re
 
-    from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END
+    from fdabench.reproduction.paper_vs_ours import STATUS_BEGIN, STATUS_END
 
     if STATUS_BEGIN not in text or STATUS_END not in text:
         return None
@@ -258,8 +259,8 @@ def regenerate(
     """({output path: the text the archive regenerates for it}, the archive's cells): the committed outputs
     (`committed_outputs`) unless `outputs` names them (keys csv, md, html, summary, readme). Nothing for an archive
     with no records."""
-    from fdabench.cell.archive import read_archive
-    from fdabench.report.paper_vs_ours import compare_texts
+    from fdabench.reproduction.archive import read_archive
+    from fdabench.reproduction.paper_vs_ours import compare_texts
 
     records = read_archive(archive)
     suite = archive_suite(records, archive)
@@ -292,8 +293,8 @@ def compare_archive(args: argparse.Namespace) -> int:
         }.items()
         if value
     }
-    from fdabench.cell.archive import read_archive, unsealed
     from fdabench.cell.digest import UNSEALED
+    from fdabench.reproduction.archive import read_archive, unsealed
 
     records = read_archive(archive)
     suite = archive_suite(records, archive)
@@ -341,11 +342,11 @@ def compare_archive(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from fdabench.cell.archive import ARCHIVE_NAME, ARCHIVE_ROOT, cell_from_record, read_archive, record_state
     from fdabench.cell.digest import is_sealed, seal
-    from fdabench.config import load_params
     from fdabench.core import paths
     from fdabench.core.io import write_json_atomic
+    from fdabench.jobs.validation import load_checked_params
+    from fdabench.reproduction.archive import ARCHIVE_NAME, ARCHIVE_ROOT, cell_from_record, read_archive, record_state
 
     if args.archive:
         archives = [Path(args.archive)]
@@ -367,7 +368,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             continue
         if args.suite and suite != args.suite:
             raise CommandError(f"{archive} holds cells of suite {suite}, not {args.suite}")
-        params = load_params(args.params, layers=args.with_params, suite=suite)
+        params = load_checked_params(args.params, layers=args.with_params, suite=suite)
         planned = {(c.experiment, c.method, str(c.target), int(c.seed)): c for c in params.cells()}
         counts: Counter = Counter()
         written = kept = 0
@@ -411,7 +412,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _exported_cell(cell: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
-    """The cell file of an archived cell: a current one (`fdabench.cell.staleness.code_changes` finds no module
+    """The cell file of an archived cell: a current one (`fdabench.reproduction.staleness.code_changes` finds no module
     changed) carries today's fingerprint, which a workspace judges by its digest, and keeps the recorded one as
     `archive.recorded_code` where they differ (a module became bookkeeping since it ran)."""
     if current is not None and cell["code"] != current:

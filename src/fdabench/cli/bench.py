@@ -62,10 +62,10 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
             raise FileReadError(args.source, str(error)) from None
         paths = run.write_outputs(args.output_dir, result)
     else:
-        from fdabench.config import load_params
+        from fdabench.jobs.validation import load_checked_params
 
         budget = run.DEFAULT_BUDGET if args.budget_seconds is None else args.budget_seconds
-        result = run.run_gpu_bench(load_params(args.params), args.output_dir, args.dry_run, budget)
+        result = run.run_gpu_bench(load_checked_params(args.params), args.output_dir, args.dry_run, budget)
         paths = (Path(args.output_dir) / run.JSON_NAME, Path(args.output_dir) / run.MARKDOWN_NAME)
     if page is not None:
         write_text_atomic(args.docs, report.fill_docs(page, report.docs_block(result)))

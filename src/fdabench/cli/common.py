@@ -93,12 +93,12 @@ def require_prepared(path: str) -> None:
 def suite_cell(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
     """(params of SUITE, EXPERIMENT, METHOD) from a command's positional `cell` arguments; `command` names it in
     the error."""
-    from fdabench.config import load_params
+    from fdabench.jobs.validation import load_checked_params
 
     if len(args.cell) != 3:
         raise CommandError(f"{command} takes SUITE EXPERIMENT METHOD")
     suite, experiment, method = args.cell
-    return load_params(args.params).for_suite(suite), experiment, method
+    return load_checked_params(args.params).for_suite(suite), experiment, method
 
 
 def cell_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:

@@ -11,10 +11,11 @@ from fdabench.cli.files import OUTPUT
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from fdabench.config import ParamsError, load_params
+    from fdabench.config import ParamsError
     from fdabench.core.plugins import loaded_plugins
+    from fdabench.jobs.validation import load_checked_params
 
-    params = load_params(args.params, layers=args.with_params, suite=args.suite)
+    params = load_checked_params(args.params, layers=args.with_params, suite=args.suite)
     if params.device_problem():
         raise ParamsError(f"{args.params}: {params.device_problem()}")
     cells = list(params.cells())
@@ -51,18 +52,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_cells(args: argparse.Namespace) -> int:
-    from fdabench.config import load_params
+    from fdabench.jobs.validation import load_checked_params
 
-    for cell in load_params(args.params, layers=args.with_params, suite=args.suite).cells():
+    for cell in load_checked_params(args.params, layers=args.with_params, suite=args.suite).cells():
         print(cell.path)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fdabench.config import load_params
     from fdabench.jobs.status import STATES, format_status, suite_status
+    from fdabench.jobs.validation import load_checked_params
 
-    params = load_params(args.params, layers=args.with_params, suite=args.suite)
+    params = load_checked_params(args.params, layers=args.with_params, suite=args.suite)
     states = suite_status(params)
     print(format_status(params, states, show=STATES if args.all else STATES[1:]))
     return 1 if args.check and any(state.state != "current" for state in states) else 0

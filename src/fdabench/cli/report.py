@@ -64,14 +64,17 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 def cmd_figure(args: argparse.Namespace) -> int:
     from fdabench.report.figures import plot_betas, plot_final, plot_rounds, plot_sweep
+    from fdabench.reproduction.lookups import published_mark
 
     families = dict(args.methods) if args.methods else None
     if args.kind in ("shift", "beta", "alpha"):
         plot_sweep(args.cells, args.output, args.kind, args.title, families)
     elif args.kind == "betas":
         plot_betas(args.cells, args.output, args.title)
+    elif args.kind == "final":  # the published values marked, from the reproduction package
+        plot_final(args.cells, args.output, args.title, families, published_mark)
     else:
-        {"rounds": plot_rounds, "final": plot_final}[args.kind](args.cells, args.output, args.title, families)
+        plot_rounds(args.cells, args.output, args.title, families)
     return 0
 
 
@@ -93,7 +96,7 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     if args.archive:  # the archive's records instead of cell files (fdabench.cli.archive)
         from fdabench.cli.archive import compare_archive

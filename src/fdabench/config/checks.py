@@ -1,8 +1,10 @@
-"""Checks of params.yaml beyond its schema: cross-references (methods, experiments, targets, published
-keys, per-target overrides; an unknown name's message lists the nearest valid ones), each component's own option
+"""Checks of params.yaml beyond its schema: cross-references (methods, experiments, targets, per-target
+overrides; an unknown name's message lists the nearest valid ones), each component's own option
 schema, each method's demands on its resolved training settings, and settings that contradict each other
 (`cross_field_errors`; the list: docs/configuration.md). Settings are resolved by `fdabench.config.resolve`,
-exactly as cells are."""
+exactly as cells are. An experiment's `published:` key names a paper's table, which the library does not know: the
+reproduction package checks it (`fdabench.reproduction.lookups.published_errors`), added by the command line and
+the workflow (`fdabench.jobs.validation`)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from fdabench.data import DATASETS, PARTITIONERS, get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
 from fdabench.methods import METHODS
 from fdabench.models import MODELS
-from fdabench.paper.published import PUBLISHED
 
 
 def non_finite_errors(value: Any, where: tuple = ()) -> list[str]:
@@ -251,11 +252,6 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
     problems += schema_errors(
         exp.get("dataset_options", {}), object_schema(source.options_schema), prefix=(*prefix, "dataset_options")
     )
-    if "published" in exp and exp["published"] not in PUBLISHED:
-        problems.append(
-            f"{where}.published: unknown key {exp['published']!r}; allowed values: {', '.join(sorted(PUBLISHED))}"
-            f"{did_you_mean(exp['published'], PUBLISHED)}"
-        )
     known_methods = _known_methods(raw)
     methods = resolve.experiment_methods(suite, exp)
     if not methods:

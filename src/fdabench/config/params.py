@@ -4,7 +4,7 @@ each, with every setting spelled out (merge orders: `fdabench.config.resolve`)."
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,15 +270,21 @@ class Params:
         return float(resolve.hparams(self.raw, None, self.theory_roles(check)["fedda"])["beta"])
 
 
-def validate_params(raw: Any) -> Params:
-    """Check params against the schema and every cross-reference; raise ParamsError listing all problems."""
+#: A check of schema-valid params (suites expanded) beyond the library's own: one readable line per problem. The
+#: command line and the workflow add the reproduction package's (`fdabench.jobs.validation`); the library has none.
+ParamsCheck = Callable[[dict[str, Any]], list[str]]
+
+
+def validate_params(raw: Any, checks: Sequence[ParamsCheck] = ()) -> Params:
+    """Check params against the schema, every cross-reference and `checks`; raise ParamsError listing all
+    problems."""
     if not isinstance(raw, dict):
         raise ParamsError("params must be a mapping (a YAML document with keys suite, suites, ...)")
     raw = expand_suites(raw)
     problems = non_finite_errors(raw) or schema_errors(raw, params_schema())
     if problems:
         raise ParamsError(violation_messages(problems))
-    problems = semantic_errors(raw)
+    problems = semantic_errors(raw) + [problem for check in checks for problem in check(raw)]
     if problems:
         raise ParamsError(violation_messages(problems))
     return Params(raw)
@@ -289,10 +295,11 @@ def load_params(
     overrides: dict[str, Any] | None = None,
     layers: Sequence[str | os.PathLike] = (),
     suite: str | None = None,
+    checks: Sequence[ParamsCheck] = (),
 ) -> Params:
     """Read a params file, merge the params files `layers` over it in order (as `snakemake --configfile`
     does: e.g. a suite of one's own in a file of its own), then `overrides` (nested keys), make `suite` the
-    active suite if given, and validate."""
+    active suite if given, and validate (with `checks` besides the library's)."""
     raw = _read_yaml(path)
     for layer in layers:
         raw = deep_merge(raw, _read_yaml(layer))
@@ -300,7 +307,7 @@ def load_params(
         raw = deep_merge(raw, overrides)
     if suite is not None:
         raw = {**raw, "suite": suite}
-    return validate_params(raw)
+    return validate_params(raw, checks)
 
 
 def _read_yaml(path: str | os.PathLike) -> Any:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -11,9 +12,13 @@ from fdabench.cell.reading import read_cells
 from fdabench.core.families import FAMILIES
 from fdabench.core.io import atomic_path
 from fdabench.core.metrics import PERCENT_METRICS
-from fdabench.paper.published import PUBLISHED_AVERAGES, method_key, published_value
 from fdabench.report.style import REFERENCE_METHODS, MethodStyle, families_in_order, method_styles
 from fdabench.report.tables import AVERAGE
+
+#: The published value of a cell's row, from its recorded configuration, at a target (`AVERAGE`: the published
+#: average over the targets), or None. The report knows no paper: the command line passes the reproduction package's
+#: (`fdabench.reproduction.lookups.published_mark`); without one a figure marks no published value.
+Published = Callable[[Mapping[str, Any], str], float | None]
 
 
 def rounds_frame(paths: Iterable[str]) -> pd.DataFrame:
@@ -271,13 +276,13 @@ def _level(target: str) -> float:
     return float(match.group())
 
 
-def final_frame(paths: Iterable[str]) -> pd.DataFrame:
+def final_frame(paths: Iterable[str], published: Published | None = None) -> pd.DataFrame:
     """One row per cell: identity, the fixed β/α it ran with, its final metric (accuracy and AUC in %) and the
-    published value of its row where one exists (fdabench.paper.published, already in %)."""
+    published value of its row and the published average over targets where `published` gives them (already in
+    %)."""
     rows = []
     for cell in read_cells(paths).values():
         config = cell["config"]
-        key = config.get("published")
         percent = cell["metric"] in PERCENT_METRICS
         rows.append(
             {
@@ -291,9 +296,8 @@ def final_frame(paths: Iterable[str]) -> pd.DataFrame:
                 "alpha": config["hparams"].get("alpha"),
                 "metric": cell["metric"],
                 "value": cell["final"] * (100 if percent else 1),
-                "published_table": key,
-                "method_key": method_key(config),
-                "published": published_value(key, config["target"], config) if key else None,
+                "published": published(config, config["target"]) if published else None,
+                "published_average": published(config, AVERAGE) if published else None,
             }
         )
     return pd.DataFrame(rows)
@@ -309,36 +313,44 @@ def with_average(frame: pd.DataFrame) -> pd.DataFrame:
         if targets[experiment] < 2 or rows["target"].nunique() < targets[experiment]:
             continue
         first = rows.iloc[0]
-        key = first["published_table"]
         averages.append(
             {
                 **first.to_dict(),
                 "target": AVERAGE,
                 "value": rows["value"].mean(),
-                "published": PUBLISHED_AVERAGES.get(key, {}).get(first["method_key"]) if key else None,
+                "published": first["published_average"],
             }
         )
     return pd.concat([frame, pd.DataFrame(averages, columns=frame.columns)], ignore_index=True)
 
 
 def plot_final(
-    paths: Iterable[str], output: str | Path, title: str | None = None, families: Mapping[str, str] | None = None
+    paths: Iterable[str],
+    output: str | Path,
+    title: str | None = None,
+    families: Mapping[str, str] | None = None,
+    published: Published | None = None,
 ) -> None:
     """`draw_final`, saved as PNG."""
-    _save_and_close(draw_final(paths, title, families), output)
+    _save_and_close(draw_final(paths, title, families, published), output)
 
 
-def draw_final(paths: Iterable[str], title: str | None = None, families: Mapping[str, str] | None = None):
+def draw_final(
+    paths: Iterable[str],
+    title: str | None = None,
+    families: Mapping[str, str] | None = None,
+    published: Published | None = None,
+):
     """A table at a glance: the final metric per method (rows, in table order) and target (one panel per
     experiment and target, then Avg where the experiment has two targets or more), every seed as a dot, the mean
-    over seeds as a bar "|" with ±1 sd, and the published value as a black diamond where one exists. Colours follow
-    `method_styles(families)`."""
+    over seeds as a bar "|" with ±1 sd, and the published value as a black diamond where `published` gives one.
+    Colours follow `method_styles(families)`."""
     import numpy as np
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     plt = _pyplot()
     paths = list(paths)
-    frame = with_average(final_frame(paths))
+    frame = with_average(final_frame(paths, published))
     metric = frame["metric"].iloc[0]
     styles = method_styles(families or frame_families(frame))
     methods = list(dict.fromkeys(frame["method"]))
@@ -384,10 +396,10 @@ def draw_final(paths: Iterable[str], title: str | None = None, families: Mapping
                 zorder=3,
                 gid="seeds",
             )
-            published = rows.dropna(subset=["published"]).drop_duplicates("method")
+            marked = rows.dropna(subset=["published"]).drop_duplicates("method")
             axis.scatter(
-                published["published"],
-                published["method"].map(positions),
+                marked["published"],
+                marked["method"].map(positions),
                 marker="D",
                 s=18,
                 c="black",

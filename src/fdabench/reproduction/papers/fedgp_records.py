@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fdabench.paper.fedgp_common import (
+from fdabench.reproduction.papers.fedgp_common import (
     FRESH_ADAM,
     NOISE_AUTO,
     fixed_rows,
     train_block,
     train_block_sources,
 )
-from fdabench.paper.fedgp_domainbed_records import DOMAINBED_PROTOCOLS
-from fdabench.paper.fedgp_heart_records import FED_HEART
-from fdabench.paper.record import Protocol, Row, Source, code, inferred, paper, same
+from fdabench.reproduction.papers.fedgp_domainbed_records import DOMAINBED_PROTOCOLS
+from fdabench.reproduction.papers.fedgp_heart_records import FED_HEART
+from fdabench.reproduction.papers.record import Protocol, Row, Source, code, inferred, paper, same
 
 
 # -------------------------------------------------------------------------------- Fashion-MNIST and CIFAR-10

@@ -29,7 +29,7 @@ from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.models.base import build_model
-from fdabench.paper.protocols import PROTOCOLS, published_settings, settings_provenance
+from fdabench.reproduction.papers.protocols import PROTOCOLS, published_settings, settings_provenance
 from fdabench.tensor_math.aggregation import fedda, fedgp
 
 HEART_TRAIN = {

@@ -25,7 +25,7 @@ def code_changes(
     module that `current` no longer reaches is not a change: unchanged code stops reaching a module only when that
     module became bookkeeping (`fdabench.cell.fingerprint.BOOKKEEPING`), and changed code shows in its own hash. A
     module whose recorded hash is `equivalent(module, recorded, today's)` is not a change either
-    (`fdabench.cell.equivalence.Equivalences.holds`: the same cells, bit for bit, with both codes)."""
+    (`fdabench.reproduction.equivalence.Equivalences.holds`: the same cells, bit for bit, with both codes)."""
     if not isinstance(recorded, dict) or not isinstance(recorded.get("modules"), dict):
         return None
     if recorded.get("fingerprint") == current["fingerprint"]:

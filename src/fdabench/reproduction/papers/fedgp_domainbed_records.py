@@ -1,18 +1,18 @@
 """Protocol records of the FedGP paper's DomainBed tables (ColoredMNIST, VLCS, TerraIncognita; citations as in
-`fdabench.paper.fedgp_records`)."""
+`fdabench.reproduction.papers.fedgp_records`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fdabench.paper.fedgp_common import (
+from fdabench.reproduction.papers.fedgp_common import (
     DOMAINBED_AUTO,
     FRESH_ADAM,
     fixed_rows,
     train_block,
     train_block_sources,
 )
-from fdabench.paper.record import Protocol, Row, Source, code, inferred, paper, same
+from fdabench.reproduction.papers.record import Protocol, Row, Source, code, inferred, paper, same
 
 # ------------------------------------------------------------------------------------------------ DomainBed
 _PERSONALISED = paper(

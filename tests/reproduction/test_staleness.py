@@ -1,8 +1,8 @@
-"""A recorded code fingerprint against today's (fdabench.cell.staleness.code_changes): an archived cell is current
-while every module today's fingerprint reaches has its recorded hash; a recorded module that is no longer reached (a
-bookkeeping one) changes nothing; plugins count both ways."""
+"""A recorded code fingerprint against today's (fdabench.reproduction.staleness.code_changes): an archived cell is
+current while every module today's fingerprint reaches has its recorded hash; a recorded module that is no longer
+reached (a bookkeeping one) changes nothing; plugins count both ways."""
 
-from fdabench.cell.staleness import code_changes
+from fdabench.reproduction.staleness import code_changes
 
 NOW = {"fingerprint": "new", "modules": {"fdabench.cell.run": "a1", "fdabench.federation.rounds": "b2"}}
 

@@ -1,5 +1,6 @@
-"""Code equivalences (fdabench.cell.equivalence): the same cells run with old and new code, bit for bit, let archived
-cells stay current across a refactor; any difference, an unpaired cell or a new run from other code vouches nothing."""
+"""Code equivalences (fdabench.reproduction.equivalence): the same cells run with old and new code, bit for bit, let
+archived cells stay current across a refactor; any difference, an unpaired cell or a new run from other code vouches
+nothing."""
 
 import copy
 import datetime
@@ -8,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fdabench.cell.archive import cell_from_record, read_archive, record_from_cell
-from fdabench.cell.equivalence import (
+from fdabench.cli import main
+from fdabench.cli.archive import current_fingerprint
+from fdabench.core.readers import FileReadError
+from fdabench.reproduction.archive import cell_from_record, read_archive, record_from_cell
+from fdabench.reproduction.equivalence import (
     NONE,
     VouchError,
     equivalences_of,
@@ -18,10 +22,7 @@ from fdabench.cell.equivalence import (
     shipped,
     vouch,
 )
-from fdabench.cell.staleness import code_changes
-from fdabench.cli import main
-from fdabench.cli.archive import current_fingerprint
-from fdabench.core.readers import FileReadError
+from fdabench.reproduction.staleness import code_changes
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "fdabench.federation.rounds"

@@ -1,12 +1,13 @@
 """The published protocol of every published table, as data, and how a cell is compared with it.
 
-Where the paper's text and the authors' public code differ, the code that produced the tables is the protocol.
-Each record (`fdabench.paper.fedgp_records`, `fdabench.paper.weak_records`) holds the data protocol, the
-partition, the training settings and, per published row (method key, see `fdabench.paper.published.method_key`),
-the algorithm and its hyper-parameters, and the train or partition settings that row ran differently; every
-setting names its source (`fdabench.paper.record.Source`: code, paper or inferred). Records are written out in
-full and do not read fdabench's registries, so a cell that departs from one is flagged whatever the registry
-defaults are (`changes_from_published`). `notes` lists the differences that no setting of fdabench expresses.
+Where the paper's text and the authors' public code differ, the code that produced the tables is the protocol. Each
+record (`fdabench.reproduction.papers.fedgp_records`, `fdabench.reproduction.papers.weak_records`) holds the data
+protocol, the partition, the training settings and, per published row (method key, see
+`fdabench.reproduction.papers.published.method_key`), the algorithm and its hyper-parameters, and the train or partition
+settings that row ran differently; every setting names its source (`fdabench.reproduction.papers.record.Source`: code,
+paper or inferred). Records are written out in full and do not read fdabench's registries, so a cell that departs from
+one is flagged whatever the registry defaults are (`changes_from_published`). `notes` lists the differences that no
+setting of fdabench expresses.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fdabench.paper import fedgp_records, weak_records
-from fdabench.paper.published import method_key
-from fdabench.paper.record import Protocol, Row, Source
+from fdabench.reproduction.papers import fedgp_records, weak_records
+from fdabench.reproduction.papers.published import method_key
+from fdabench.reproduction.papers.record import Protocol, Row, Source
 
 PROTOCOLS: dict[str, Protocol] = {**fedgp_records.PROTOCOLS, **weak_records.PROTOCOLS}
 

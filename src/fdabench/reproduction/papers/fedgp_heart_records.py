@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fdabench.paper.fedgp_common import (
+from fdabench.reproduction.papers.fedgp_common import (
     FRESH_ADAM,
     fixed_rows,
     train_block,
     train_block_sources,
 )
-from fdabench.paper.fedgp_domainbed_records import PERSONALISED_HYPER, personalised_rows
-from fdabench.paper.record import FED_HEART_COMMIT, Protocol, Row, Source, code, inferred, paper
+from fdabench.reproduction.papers.fedgp_domainbed_records import PERSONALISED_HYPER, personalised_rows
+from fdabench.reproduction.papers.record import FED_HEART_COMMIT, Protocol, Row, Source, code, inferred, paper
 
 
 # ------------------------------------------------------------------------------------------------ Fed-Heart

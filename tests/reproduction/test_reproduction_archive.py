@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from fdabench.cell.archive import (
+from fdabench.cell.digest import EditedError, payload_digest, seal
+from fdabench.cell.plugin_scope import cell_code
+from fdabench.cli import main
+from fdabench.config import load_params
+from fdabench.jobs.heal import recorded_state
+from fdabench.models import resolved_model_options
+from fdabench.reproduction.archive import (
     ARCHIVE_FORMAT,
     archive_path,
     cell_from_record,
@@ -26,13 +32,7 @@ from fdabench.cell.archive import (
     read_archive,
     record_from_cell,
 )
-from fdabench.cell.digest import EditedError, payload_digest, seal
-from fdabench.cell.plugin_scope import cell_code
-from fdabench.cli import main
-from fdabench.config import load_params
-from fdabench.jobs.heal import recorded_state
-from fdabench.models import resolved_model_options
-from fdabench.report.paper_vs_ours import STATUS_BEGIN, STATUS_END, best_round
+from fdabench.reproduction.paper_vs_ours import STATUS_BEGIN, STATUS_END, best_round
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "paper_cpu"
@@ -478,10 +478,10 @@ def test_the_committed_pages_are_what_the_committed_archive_regenerates(archive,
 @pytest.mark.parametrize("archive", COMMITTED, ids=lambda path: path.parent.name)
 def test_every_committed_gap_of_more_than_3_points_has_a_measured_cause(archive):
     """A row more than 3 points off its published value on its published record says what was measured about it:
-    a marked variant or a reading (fdabench.paper.gaps), never "no setting varied yet"."""
+    a marked variant or a reading (fdabench.reproduction.papers.gaps), never "no setting varied yet"."""
     import pandas as pd
 
-    from fdabench.report.paper_vs_ours import NOTHING_VARIED
+    from fdabench.reproduction.paper_vs_ours import NOTHING_VARIED
 
     table_path = archive.parent / "paper_vs_ours.csv"
     if not table_path.exists():

@@ -3,7 +3,7 @@ matched and on which settings, the largest gaps with their measured cause, and e
 
 A row is "on the published settings" when its cells ran the row's recorded protocol (no change flagged) and
 every setting of that record is read in the authors' code or the paper; a row whose record holds a setting
-fdabench inferred is counted apart, with the inferred settings named (`fdabench.paper.record`).
+fdabench inferred is counted apart, with the inferred settings named (`fdabench.reproduction.papers.record`).
 
 Cells rebuilt from the reproduction archive (`fdabench compare --archive`) whose code fingerprint differs from
 today's code carry `archive.older_commit`: their rows are kept apart from the current cells' (never averaged with
@@ -20,9 +20,10 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from fdabench.cell.reading import read_cells
-from fdabench.paper.gaps import MEASURED_CAUSES, Reading
-from fdabench.paper.protocols import PROTOCOLS, changes_from_published, inferred_for
-from fdabench.paper.published import (
+from fdabench.report.tables import AVERAGE, html_page
+from fdabench.reproduction.papers.gaps import MEASURED_CAUSES, Reading
+from fdabench.reproduction.papers.protocols import PROTOCOLS, changes_from_published, inferred_for
+from fdabench.reproduction.papers.published import (
     NOT_COUNTED,
     PUBLISHED,
     PUBLISHED_AVERAGES,
@@ -32,7 +33,6 @@ from fdabench.paper.published import (
     published_value,
     row_tables,
 )
-from fdabench.report.tables import AVERAGE, html_page
 
 WITHIN_POINTS = 3.0  # "within 3 points" of the published number (seeds move FMNIST cells by about ±3)
 LARGEST_GAPS = 3  # per table, the gaps the summary names
@@ -357,7 +357,7 @@ def measured_cause(table: pd.DataFrame, row, changes: list[str]) -> str:
     model after the warm-up rounds, the best round instead of the final rounds, the same runs read as runs of
     FEWER_ROUNDS rounds fewer, each marked variant of the same published row that ran (by experiment, with its [k]
     change), whether any of them comes within WITHIN_POINTS of the published number, then the recorded reading of
-    those measurements (`fdabench.paper.gaps`), or that no setting was varied."""
+    those measurements (`fdabench.reproduction.papers.gaps`), or that no setting was varied."""
     variants = table[
         (table["published_table"] == row.published_table)
         & (table["target"] == row.target)
@@ -507,7 +507,8 @@ def paper_vs_ours_layout(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     if changes:
         notes.append(
             "Rows marked [k] ran a setting other than the published protocol of their row "
-            "(`fdabench.paper.protocols`), so their difference measures that change as well as any reproduction gap:"
+            "(`fdabench.reproduction.papers.protocols`), so their difference measures that change as well as any "
+            "reproduction gap:"
         )
         notes += [f"- [{k}] {change}." for k, change in enumerate(changes, start=1)]
     if inferred:

@@ -329,7 +329,7 @@ ALSO_PUBLISHED_IN: dict[str, tuple[str, ...]] = {
 
 
 # Published rows another table prints again in its own columns: Table 14's Oracle, 81.2 in each of its four
-# columns, is Table 12's noise-0.4 Oracle (the one oracle run of its code: fdabench.paper.fedgp_records).
+# columns, is Table 12's noise-0.4 Oracle (the one oracle run of its code: fdabench.reproduction.papers.fedgp_records).
 COPIED_ROWS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {
     ("fmnist_noise", "noise0.4", "oracle"): tuple(("fmnist_source_labels", column) for column in SOURCE_LABELS),
 }

@@ -3,9 +3,9 @@ which holds the hospital drivers only: no Amazon or MNIST driver is public)."""
 
 from __future__ import annotations
 
-from fdabench.paper.fedgp_common import train_block
-from fdabench.paper.fedgp_domainbed_records import kd3a_row
-from fdabench.paper.record import WEAK_CODE, Protocol, Row, code, inferred, paper, same
+from fdabench.reproduction.papers.fedgp_common import train_block
+from fdabench.reproduction.papers.fedgp_domainbed_records import kd3a_row
+from fdabench.reproduction.papers.record import WEAK_CODE, Protocol, Row, code, inferred, paper, same
 
 _TRAINER = "the GP trainer"  # enyijiang/MIDRC's training loop, read at its HEAD
 _NO_DRIVER = "no driver for this dataset is public"

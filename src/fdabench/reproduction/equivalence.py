@@ -6,7 +6,7 @@ An equivalence says: module M at hash `before` (`fdabench.cell.fingerprint`; Non
 reach) and at hash `after` gave identical cells. It is written only by `fdabench archive vouch` (`vouch`), from pairs
 of the same cells run with the old code and with today's: every pair must agree in everything but timing, and the new
 cell must carry today's fingerprint. It holds transitively along `before -> after` (a later refactor of the same
-module extends the chain) and only in that direction. `code_changes` (`fdabench.cell.staleness`) consults it for
+module extends the chain) and only in that direction. `code_changes` (`fdabench.reproduction.staleness`) consults it for
 archived cells; a workspace's cells are still judged by their digest and rerun.
 
 An equivalence is as good as its evidence: it lists the cells' suites, datasets, methods, device and threads, and a
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.compare import cell_differences
-from fdabench.cell.staleness import PLUGIN_PREFIX
 from fdabench.core import formats
 from fdabench.core.readers import FileReadError, read_json_object
+from fdabench.reproduction.staleness import PLUGIN_PREFIX
 
 FORMAT = formats.CODE_EQUIVALENCES
 RECORD = Path(__file__).with_name("code_equivalences.json")

@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from fdabench.cell.digest import DIGEST_KEY, EditedError, is_sealed, seal, verify
-from fdabench.cell.equivalence import shipped
 from fdabench.cell.result import CELL_KEYS, FORMAT
-from fdabench.cell.staleness import code_changes
 from fdabench.core.device_identity import changed_settings
 from fdabench.core.io import atomic_path, canonical_json
 from fdabench.core.readers import FileReadError, read_bytes, reading
+from fdabench.reproduction.equivalence import shipped
+from fdabench.reproduction.staleness import code_changes
 
 ARCHIVE_FORMAT = "fdabench.archive/1"
 ARCHIVE_ROOT = Path("docs") / "reproduction"
@@ -277,7 +277,7 @@ def record_state(record: dict[str, Any], config: dict[str, Any] | None, code: di
     """("current" | "older commit" | "config changed" | "not in the suite", why) of a record against what the source
     and params.yaml give now for its cell: `config` (None: the suite no longer has the cell) and its code fingerprint
     `code` ({fingerprint, modules}; None: it cannot be computed, e.g. the method is no longer registered), compared
-    module by module (`fdabench.cell.staleness.code_changes`)."""
+    module by module (`fdabench.reproduction.staleness.code_changes`)."""
     if config is None:
         return "not in the suite", "params.yaml no longer lists this cell"
     changed = None if code is None else code_changes(record["code"], code, shipped().holds)

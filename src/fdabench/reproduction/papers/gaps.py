@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from fdabench.paper.published import PUBLISHED, SOURCE_LABELS
+from fdabench.reproduction.papers.published import PUBLISHED, SOURCE_LABELS
 
 
 class Reading(NamedTuple):

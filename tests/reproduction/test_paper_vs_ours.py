@@ -9,9 +9,7 @@ import yaml
 
 from fdabench.config import validate_params
 from fdabench.models import resolved_model_options
-from fdabench.paper.protocols import PROTOCOLS, changes_from_published
-from fdabench.paper.published import NOT_COUNTED, PUBLISHED, method_key
-from fdabench.report.paper_vs_ours import (
+from fdabench.reproduction.paper_vs_ours import (
     STATUS_BEGIN,
     STATUS_END,
     average_ranks,
@@ -23,6 +21,8 @@ from fdabench.report.paper_vs_ours import (
     replace_status,
     status_table,
 )
+from fdabench.reproduction.papers.protocols import PROTOCOLS, changes_from_published
+from fdabench.reproduction.papers.published import NOT_COUNTED, PUBLISHED, method_key
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +296,7 @@ def test_published_averages_are_compared_with_the_per_seed_mean_over_targets(tmp
 def test_protocol_records_spell_out_every_model_option():
     """The report compares a cell's resolved model options with the record's as written, so a record must
     name every option its model takes (a default it leaves out would read as a change)."""
-    from fdabench.paper.protocols import published_settings
+    from fdabench.reproduction.papers.protocols import published_settings
 
     for key, protocol in PROTOCOLS.items():
         for row_key, row in protocol.rows.items():
@@ -368,8 +368,8 @@ def _with_rounds(tmp_path, config, accuracies, name):
 
 
 def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkeypatch):
-    from fdabench.paper.gaps import Reading
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
+    from fdabench.reproduction.papers.gaps import Reading
 
     gp = _config(raw_params, "paper_cpu", "fmnist_noise", "fedgp_cosine")  # published 71.09
     half = _config(raw_params, "paper_cpu", "fmnist_noise_target_lr_half", "fedgp_cosine")
@@ -409,7 +409,7 @@ def test_largest_gaps_show_what_their_runs_measured(tmp_path, raw_params, monkey
 
 
 def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, monkeypatch):
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     source_only = _config(raw_params, "paper_cpu", "fmnist_noise", "source_only")  # published 18.55
     decaying = [0.5, 0.6] + [0.70 - 0.02 * r for r in range(14)]  # 2 warm-up rounds, then 14 decaying ones
@@ -440,7 +440,7 @@ def test_a_gap_reads_its_runs_as_runs_ten_rounds_shorter(tmp_path, raw_params, m
 
 
 def test_a_personalised_gap_reads_the_global_model_beside_the_personal_one(tmp_path, raw_params, monkeypatch):
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     ditto = _config(raw_params, "paper_cpu", "fed_heart_personalised", "ditto", "va")  # Table 17, va: published 55.56
     paths = []
@@ -465,9 +465,9 @@ def test_a_personalised_gap_reads_the_global_model_beside_the_personal_one(tmp_p
 
 
 def test_an_average_reads_as_its_targets_and_a_row_left_out_of_the_counts_says_why(tmp_path, raw_params, monkeypatch):
-    from fdabench.paper.gaps import Reading
-    from fdabench.paper.published import NOT_COUNTED
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
+    from fdabench.reproduction.papers.gaps import Reading
+    from fdabench.reproduction.papers.published import NOT_COUNTED
 
     paths = [
         _write(
@@ -488,7 +488,7 @@ def test_an_average_reads_as_its_targets_and_a_row_left_out_of_the_counts_says_w
 
 
 def test_a_gap_reads_the_model_its_fda_rounds_start_from(tmp_path, raw_params, monkeypatch):
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     gp1 = _config(raw_params, "paper_cpu", "fmnist_label_shift", "fedgp_b1")  # Table 13, eta0.3: published 73.12
     gp1 = {**gp1, "target": "eta0.3"}
@@ -514,7 +514,7 @@ def test_a_gap_reads_the_model_its_fda_rounds_start_from(tmp_path, raw_params, m
 
 
 def test_the_best_round_is_read_in_the_phase_the_final_comes_from(tmp_path, raw_params):
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     finetune = _config(raw_params, "paper_cpu", "fmnist_noise", "finetune_offline")
     # Finetune_Offline: 2 warm-up rounds, FedAvg rounds that peak at 0.80, then fine-tuning epochs that peak at 0.45
@@ -540,7 +540,7 @@ def test_the_best_round_is_read_in_the_phase_the_final_comes_from(tmp_path, raw_
 
 
 def test_every_gap_has_its_measured_cause_in_the_csv_not_only_the_largest(tmp_path, raw_params):
-    from fdabench.report import paper_vs_ours as report
+    from fdabench.reproduction import paper_vs_ours as report
 
     finals = {"source_only": 0.30, "fedda": 0.50, "fedgp_cosine": 0.60, "fedda_auto": 0.65}  # all > 3 points off
     paths = [
@@ -562,7 +562,7 @@ def test_every_gap_has_its_measured_cause_in_the_csv_not_only_the_largest(tmp_pa
 
 
 def test_a_table_12_cell_is_also_compared_with_the_ablation_rows_it_stands_for(tmp_path, raw_params):
-    from fdabench.paper.published import ALSO_PUBLISHED_IN
+    from fdabench.reproduction.papers.published import ALSO_PUBLISHED_IN
 
     # the shared rows are the same published numbers, at every column both tables print
     for key, others in ALSO_PUBLISHED_IN.items():
@@ -630,7 +630,7 @@ def test_the_readme_reproduction_status_is_the_committed_summary_rendered(repo_r
 
 
 def test_every_gap_reading_names_a_published_row_and_variants_of_it_in_paper_cpu(raw_params):
-    from fdabench.paper.gaps import MEASURED_CAUSES
+    from fdabench.reproduction.papers.gaps import MEASURED_CAUSES
 
     params = validate_params({**raw_params, "suite": "paper_cpu"})
     for (table, target, key), reading in MEASURED_CAUSES.items():

@@ -6,7 +6,8 @@ Every setting a record holds carries a `Source`:
 - `inferred`: chosen by fdabench because nothing public fixes it, with the reason.
 
 A row compared on settings that are all `code` or `paper` is "on the published settings"; a row whose record
-holds an `inferred` setting rests on fdabench's choice and is reported as such (`fdabench.paper.protocols`).
+holds an `inferred` setting rests on fdabench's choice and is reported as such
+(`fdabench.reproduction.papers.protocols`).
 """
 
 from __future__ import annotations

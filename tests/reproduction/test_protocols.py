@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fdabench.paper.protocols import (
+from fdabench.reproduction.papers.protocols import (
     PROTOCOLS,
     inferred_settings,
     missing_provenance,
@@ -12,8 +12,8 @@ from fdabench.paper.protocols import (
     settings_provenance,
     stale_provenance,
 )
-from fdabench.paper.published import PUBLISHED
-from fdabench.paper.record import FED_HEART_COMMIT, Protocol, Row, Source, code, inferred, paper
+from fdabench.reproduction.papers.published import PUBLISHED
+from fdabench.reproduction.papers.record import FED_HEART_COMMIT, Protocol, Row, Source, code, inferred, paper
 
 
 @pytest.mark.parametrize("key", sorted(PROTOCOLS))

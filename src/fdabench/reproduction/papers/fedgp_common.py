@@ -1,12 +1,12 @@
-"""What the FedGP paper's protocol records share (`fdabench.paper.fedgp_records`): the reported statistic, the
-local optimiser, the auto-weighting defaults of each code family, the train block and its sources, and the
-fixed-β rows."""
+"""What the FedGP paper's protocol records share (`fdabench.reproduction.papers.fedgp_records`): the reported statistic,
+the local optimiser, the auto-weighting defaults of each code family, the train block and its sources, and the fixed-β
+rows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fdabench.paper.record import Row, Source, code, paper
+from fdabench.reproduction.papers.record import Row, Source, code, paper
 
 STATISTIC = paper("Appendix C.2: the reported accuracy is the average of the last 5 epochs")
 FRESH_ADAM = "a new Adam optimiser at every local training call, default weight decay"
