@@ -121,6 +121,27 @@ def test_layers_import_downwards_only():
     assert not upward, "upward imports: " + ", ".join(f"{a} -> {b}" for a, b in upward)
 
 
+# The tooling built on the library: the reproduction package and the speed benchmarks. Only the top layer (the command
+# line, job plumbing, the entry point) and the tooling itself may import it; the library never does.
+TOOLING = ("fdabench.reproduction", "fdabench.speed")
+MAY_IMPORT_TOOLING = (*TOOLING, "fdabench.cli", "fdabench.jobs", "fdabench.__main__")
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def test_the_library_never_imports_its_tooling():
+    found = sorted(
+        (module, imported)
+        for module in MODULES
+        if not _within(module, MAY_IMPORT_TOOLING)
+        for imported, _ in _imports(module)
+        if _within(imported, TOOLING)
+    )
+    assert not found, "the library imports its tooling: " + ", ".join(f"{a} -> {b}" for a, b in found)
+
+
 def test_the_report_reads_cell_files_only():
     for module in MODULES:
         if module.startswith(("fdabench.report", "fdabench.theory.report")):
