@@ -345,3 +345,14 @@ def test_kd3a_gets_the_source_buffers_and_the_server_weighs_the_buffers_by_its_w
         expected = average_buffers([*sources, seen["target"].buffers], weights)
         assert all(torch.allclose(b, e) for b, e in zip(buffers, expected, strict=True))
         assert not torch.allclose(buffers[0], sources[0][0])  # (not one client's buffers)
+
+
+def test_the_broadcast_reaches_the_target_only_where_the_method_sends_it_there():
+    """Co-MDA's queries go to the sources only (`broadcast_to_target` False): the target gets no broadcast."""
+    from types import SimpleNamespace
+
+    from fdabench.federation.rule_interface import target_broadcast
+
+    inputs = SimpleNamespace(broadcast=torch.ones(3))
+    assert target_broadcast(SimpleNamespace(broadcast_to_target=False), inputs) is None
+    assert target_broadcast(SimpleNamespace(broadcast_to_target=True), inputs) is inputs.broadcast

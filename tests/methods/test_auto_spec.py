@@ -81,6 +81,27 @@ def test_gradient_batches_are_drawn_per_seed_and_round_and_not_from_the_global_g
     assert not torch.equal(first, draws(1, 0, 1)) and not torch.equal(first, draws(0, 1, 1))
 
 
+@pytest.mark.parametrize("round_index", [0, 3])
+def test_gradient_batches_draw_from_the_estimation_stream_at_the_round_plus_one(problem, round_index):
+    """Round r's batches are the permutation of stream(seed, "auto_estimation", r + 1): an index the purpose registered
+    (`ESTIMATION_STREAM`), so it meets no other stream of the cell."""
+    from fdabench.core.streams import PURPOSES, stream
+    from fdabench.methods.auto import ESTIMATION_STREAM
+
+    context, _ = _context(problem, round_index, seed=5)
+    order = torch.randperm(48, generator=torch.Generator().manual_seed(stream(5, ESTIMATION_STREAM, round_index + 1)))
+    data = context.data
+    expected = []
+    for b in range(48 // 6):
+        index = order[b * 6 : (b + 1) * 6]
+        gradients = torch.autograd.grad(
+            context.loss_fn(context.space.model(data.inputs(index)), data.labels(index)), context.space.parameters
+        )
+        expected.append(torch.cat([g.reshape(-1) for g in gradients]).mul_(-0.01))
+    assert torch.equal(torch.stack(list(gradient_batch_updates(context, 6))), torch.stack(expected))
+    assert round_index + 1 in PURPOSES[ESTIMATION_STREAM].indices
+
+
 @pytest.mark.parametrize("name, rule", [("fedda_auto", "fedda"), ("fedgp_auto", "fedgp")])
 def test_a_round_logs_beta_the_estimates_and_the_predicted_delta_error(problem, name, rule):
     history = run_rounds(get_method(name), problem, SETTINGS, 0, torch.device("cpu"))
