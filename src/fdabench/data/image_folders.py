@@ -21,7 +21,8 @@ from fdabench.core.staging import atomic_folder
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import IMAGE_SUFFIXES, raw_dir
 
-# DomainBed, ResNet-18 (fdabench.paper.fedgp_records): source lr 5e-5, target lr = source lr / 5, 50 rounds, 5 seeds.
+# DomainBed, ResNet-18 (fdabench.reproduction.papers.fedgp_records): source lr 5e-5, target lr = source lr / 5,
+# 50 rounds, 5 seeds.
 _RESNET_TRAIN = {
     "model": "resnet18",
     "model_options": {"weights": "imagenet"},
@@ -131,8 +132,8 @@ def _image_folder(
     return DATASETS.register(cls)
 
 
-# Target labelled fractions (fdabench.paper.fedgp_records): VLCS 5%, TerraIncognita 5%, PACS / OfficeHome /
-# DomainNet 15%.
+# Target labelled fractions (fdabench.reproduction.papers.fedgp_records): VLCS 5%, TerraIncognita 5%,
+# PACS / OfficeHome / DomainNet 15%.
 _image_folder("vlcs", "VLCS", {d: d for d in ("Caltech101", "LabelMe", "SUN09", "VOC2007")}, 0.05)
 _image_folder("pacs", "PACS", {d: d for d in ("art_painting", "cartoon", "photo", "sketch")}, 0.15)
 _image_folder(

@@ -11,8 +11,9 @@ import numpy as np
 from fdabench.data.base import DATASETS, DatasetSource, DomainArrays, PreparedDataset
 from fdabench.data.raw import raw_dir
 
-# FedGP paper, noisy-feature experiments (fdabench.paper.fedgp_records): Adam, lr source 0.01 / target 0.005 (FMNIST),
-# 0.005 / 0.0025 (CIFAR-10); batch 64 / 16; 50 rounds; 1 local epoch; 2 FedAvg warm-up rounds.
+# FedGP paper, noisy-feature experiments (fdabench.reproduction.papers.fedgp_records): Adam,
+# lr source 0.01 / target 0.005 (FMNIST), 0.005 / 0.0025 (CIFAR-10); batch 64 / 16; 50 rounds; 1 local epoch;
+# 2 FedAvg warm-up rounds.
 _NOISE_TRAIN = {
     "rounds": 50,
     "warmup_rounds": 2,
@@ -148,8 +149,8 @@ class ColoredMNIST(DatasetSource):
             "default": None,
         },
     }
-    # fdabench.paper.fedgp_records: target labelled = 0.1% of its 'in' split; source lr 1e-3, target lr = source
-    # lr / 5.
+    # fdabench.reproduction.papers.fedgp_records: target labelled = 0.1% of its 'in' split; source lr 1e-3,
+    # target lr = source lr / 5.
     default_train = {
         "model": "mnist_cnn",
         "rounds": 50,
