@@ -83,9 +83,11 @@ def test_comments_docstrings_and_formatting_do_not_change_a_fingerprint(tmp_path
 
 
 def test_a_change_to_shared_round_loop_code_changes_every_round_loop_cell(tmp_path, baseline):
-    package = _edited(
-        tmp_path, "loop", "federation/rounds.py", lambda t: t.replace("COUNT_BYTES = 8", "COUNT_BYTES = 4")
-    )
+    def edit(text):  # the server step without its learning rate
+        assert "settings.server_lr * aggregate.delta" in text
+        return text.replace("settings.server_lr * aggregate.delta", "aggregate.delta")
+
+    package = _edited(tmp_path, "loop", "federation/rounds.py", edit)
     after = _digests(package)
     changed = {cell for cell in baseline if after[cell] != baseline[cell]}
     assert changed == set(baseline)  # every method here runs the round loop (DaDiL's encoder too)

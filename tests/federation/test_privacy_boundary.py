@@ -63,7 +63,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         broadcast = 0 if inputs.broadcast is None else 4 * inputs.broadcast.numel()
         # bytes up, down to each training client, and the sources' messages the server forwards to the target
         answers = 4 * inputs.source_messages.numel() if inputs.source_messages is not None else 0
-        messages = (sum(4 * t.numel() for t in sent), broadcast, answers * method.target_receives_source_messages)
+        messages = (sum(4 * t.numel() for t in sent), broadcast, answers * method.delivery.source_messages)
         received.append(
             (inputs.source_updates is not None, inputs.target_update is not None, reachable_tensors(inputs), messages)
         )
@@ -74,7 +74,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         return fedavg(updates, counts)
 
     def observer(context):  # runs at the target: the sources' updates only where the server forwards them
-        if not method.target_receives_source_updates:
+        if not method.delivery.source_updates:
             context = dataclasses.replace(context, inputs=_without_source_updates(context.inputs))
         return target_observer(context)
 
@@ -113,9 +113,9 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         uplink = SOURCES * (4 * shared + 8) * sources_sent + (4 * shared + 8) * target_sent + estimates + up
         # each training client gets the model it starts from and the broadcast (the target only where the method sends
         # it there); the target also the sources' updates and messages, if forwarded
-        forwarded = SOURCES * 4 * m * (target_sent and sources_sent and method.target_receives_source_updates)
+        forwarded = SOURCES * 4 * m * (target_sent and sources_sent and method.delivery.source_updates)
         forwarded += answers * target_sent
-        target_down = 4 * shared + down * method.broadcast_to_target
+        target_down = 4 * shared + down * method.delivery.broadcast_to_target
         downlink = SOURCES * sources_sent * (4 * shared + down) + target_sent * target_down + forwarded
         assert (record["bytes_uplink"], record["bytes_downlink"]) == (uplink, downlink), (name, record["round"])
 

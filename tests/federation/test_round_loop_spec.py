@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fdabench.federation.client import Proximal, loss_function
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
 from fdabench.federation.rule_interface import Aggregate
@@ -316,7 +317,7 @@ class _RecordedSites:
 
 
 def test_kd3a_gets_the_source_buffers_and_the_server_weighs_the_buffers_by_its_weights(problem):
-    """KD3A's target receives each source's buffers with its model (`target_receives_source_buffers`); after the
+    """KD3A's target receives each source's buffers with its model (its `delivery`); after the
     round the global buffers are the sources' and the target's averaged with the domain weights (`buffer_weights`)."""
     from fdabench.federation.parameters import average_buffers
 
@@ -348,11 +349,11 @@ def test_kd3a_gets_the_source_buffers_and_the_server_weighs_the_buffers_by_its_w
 
 
 def test_the_broadcast_reaches_the_target_only_where_the_method_sends_it_there():
-    """Co-MDA's queries go to the sources only (`broadcast_to_target` False): the target gets no broadcast."""
+    """Co-MDA's queries go to the sources only (its `delivery`): the target gets no broadcast."""
     from types import SimpleNamespace
 
     from fdabench.federation.rule_interface import target_broadcast
 
     inputs = SimpleNamespace(broadcast=torch.ones(3))
-    assert target_broadcast(SimpleNamespace(broadcast_to_target=False), inputs) is None
-    assert target_broadcast(SimpleNamespace(broadcast_to_target=True), inputs) is inputs.broadcast
+    assert target_broadcast(SimpleNamespace(delivery=Delivery(broadcast_to_target=False)), inputs) is None
+    assert target_broadcast(SimpleNamespace(delivery=Delivery()), inputs) is inputs.broadcast

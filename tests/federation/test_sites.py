@@ -5,6 +5,7 @@ the others (their names, counts and bytes only), evaluation is handed the global
 import torch
 
 from fdabench.federation import rounds
+from fdabench.federation.delivery import COUNT_BYTES
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.settings import TrainSettings
@@ -94,7 +95,7 @@ def test_a_round_without_a_source_aggregates_the_others():
     update = history["model_size"] * 4
     assert history["rounds"][1]["bytes_downlink"] - history["rounds"][2]["bytes_downlink"] == update
     history, _, _, _ = _run("fedgp", beta=0.5)
-    assert history["rounds"][1]["bytes_uplink"] - history["rounds"][2]["bytes_uplink"] == update + rounds.COUNT_BYTES
+    assert history["rounds"][1]["bytes_uplink"] - history["rounds"][2]["bytes_uplink"] == update + COUNT_BYTES
     assert history["rounds"][1]["bytes_downlink"] == history["rounds"][2]["bytes_downlink"]  # θ still goes to all
 
 

@@ -1,6 +1,8 @@
 """What the Flower tests share: the cell they run, the round-loop methods each equivalence case covers, the
 in-process loop they compare with (and every update its server received), and the comparison of two histories."""
 
+from dataclasses import fields
+
 import pytest
 import torch
 
@@ -40,10 +42,7 @@ TRANSPORT_FLAGS = (
     "sources_train_after_warmup",
     "target_split",
     "warmup",
-    "target_receives_source_updates",
-    "target_receives_source_buffers",
-    "target_receives_source_messages",
-    "broadcast_to_target",
+    "delivery",
     "keeps_client_state",
     "state_clients",
     "personalised",
@@ -74,7 +73,11 @@ def transport_features(method: type) -> frozenset:
     from fdabench.methods.base import RoundLoopMethod
 
     overridden = {hook for hook in TRANSPORT_HOOKS if getattr(method, hook) is not getattr(RoundLoopMethod, hook)}
-    return frozenset({(flag, getattr(method, flag)) for flag in TRANSPORT_FLAGS} | overridden)
+    flags = {(flag, getattr(method, flag)) for flag in TRANSPORT_FLAGS if flag != "delivery"}
+    # each field of who receives what is a feature of its own (a method forwarding updates and buffers, another
+    # only updates)
+    delivery = {(f"delivery.{field.name}", getattr(method.delivery, field.name)) for field in fields(method.delivery)}
+    return frozenset(flags | delivery | overridden)
 
 
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")

@@ -15,29 +15,36 @@ Buffers (e.g. BatchNorm statistics) are not updates and are never projected or w
 global buffers become the target's after a round in which the target trained (the model is evaluated on
 the target domain), and the sample-weighted source average otherwise; a method may weigh them itself
 (`Aggregate.buffer_weights`: KD3A's domain weights over the sources and the target), and may set θ itself
-(`Aggregate.params`: KD3A's weighted average of the models). A method whose target receives the source updates may
-have it receive the sources' buffers with them (`target_receives_source_buffers`: `RoundInputs.source_buffers`), and a
-method may have the server forward the sources' messages to the target (`target_receives_source_messages`: Co-MDA's
-source predictions) and keep its broadcast from the target (`broadcast_to_target`: Co-MDA's queries go to the sources
-only); both are counted where they cross.
+(`Aggregate.params`: KD3A's weighted average of the models). Who receives what beside θ is the method's `delivery`
+(`federation.delivery.Delivery`): the source updates forwarded to the target (auto-weighting), with their buffers
+(`RoundInputs.source_buffers`: KD3A's source models), the sources' messages forwarded to it (Co-MDA's predictions),
+the broadcast kept from it (Co-MDA's queries go to the sources only); the loop forwards by it and counts the bytes
+from it (`delivery.sources_traffic`, `delivery.target_traffic`).
+
+A round is a short sequence of named steps: the sources train (`train_sources`), the target trains
+(`train_target`), the server aggregates (`server_aggregate`) and steps θ (`server_step`), the buffers merge
+(`merged_buffers`), the global model is evaluated and the round recorded (and checkpointed).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from fdabench.core.streams import stream
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, loss_function
+from fdabench.federation.delivery import Traffic, sources_traffic, target_traffic, tensor_bytes
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import primary_metric, round_record
-from fdabench.federation.rule_interface import Aggregate, RoundInputs, RoundRules
+from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, RoundRules
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, Sites
 from fdabench.federation.validation import SOURCE_PREFIX, TARGET_PREFIX
@@ -45,7 +52,6 @@ from fdabench.models import build_model
 from fdabench.tensor_math.aggregation import fedavg
 
 RoundCallback = Callable[[dict[str, Any], int], None]
-COUNT_BYTES = 8  # each client also reports its sample count (int64)
 
 
 def build_cell_model(
@@ -81,6 +87,135 @@ def local_record(metrics: dict[str, Any], metric: str) -> dict[str, Any]:
     """A "local" round's target entries: the metric, the loss and the validation metrics."""
     kept = (metric, "loss")
     return {k: v for k, v in metrics.items() if k in kept or k.startswith((SOURCE_PREFIX, TARGET_PREFIX))}
+
+
+@dataclass
+class SourcesTrained:
+    """What a round's source step leaves for the rest of the round (the updates themselves are in its inputs)."""
+
+    buffers: list[list[Tensor]] = field(default_factory=list)  # of the sources that answered, where the model has any
+    counts: Tensor | None = None  # samples of the sources that answered (None: the sources did not train)
+    silent: bool = False  # the sources were asked and none answered
+    participation: dict[str, Any] = field(default_factory=dict)  # who was asked and who answered, where not all
+    traffic: Traffic = Traffic()
+
+
+@dataclass
+class TargetTrained:
+    """What a round's target step leaves for the rest of the round (its update is in the round's inputs)."""
+
+    trained: bool = False
+    buffers: list[Tensor] = field(default_factory=list)
+    traffic: Traffic = Traffic()
+
+
+def train_sources(
+    clients: Sites,
+    inputs: RoundInputs,
+    local: LocalSettings,
+    settings: TrainSettings,
+    seed: int,
+    update_bytes: int,
+    broadcast_bytes: int,
+) -> SourcesTrained:
+    """The asked sources train from θ (with the round's broadcast); the updates, counts, steps and messages of those
+    that answered go into `inputs`, and their bytes are counted (`delivery.sources_traffic`)."""
+    names, counts = clients.source_names, clients.source_counts
+    asked = asked_sources(len(names), settings.participation, seed, inputs.round_index)
+    replies = clients.train_sources(inputs.global_params, local, inputs.round_index, asked, inputs.broadcast)
+    answered = list(range(len(names))) if replies.present is None else list(replies.present)
+    if replies.present is not None:  # some sources were not asked, dropped out, or were left behind
+        counts = counts[answered]
+        inputs.source_names = tuple(names[index] for index in answered)
+    silent = not replies.results
+    if not silent:
+        inputs.source_updates = torch.stack([r.update for r in replies.results])
+        inputs.source_counts = counts
+        inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=inputs.global_params.device)
+        if replies.messages:
+            inputs.source_messages = torch.stack(replies.messages)
+    participation = {}
+    if settings.participation < 1 or settings.source_dropout > 0:
+        participation = {"asked": [names[index] for index in asked], "answered": [names[index] for index in answered]}
+    message_bytes = sum(tensor_bytes(message) for message in replies.messages)
+    traffic = sources_traffic(len(asked), len(replies.results), update_bytes, broadcast_bytes, message_bytes)
+    return SourcesTrained(replies.buffers, counts, silent, participation, traffic)
+
+
+def train_target(
+    clients: Sites,
+    method: RoundRules,
+    inputs: RoundInputs,
+    local: LocalSettings,
+    phase: Phase,
+    update_bytes: int,
+    broadcast_bytes: int,
+) -> TargetTrained:
+    """The target trains from the method's start (with what the method's `delivery` forwards to it), where the round
+    has it train; its update, count, steps, statistics and message go into `inputs`, and its bytes are counted
+    (`delivery.target_traffic`; a "local" round sends nothing)."""
+    if not (clients.has_target and phase.target):
+        return TargetTrained()
+    reply = clients.train_target(inputs, method.target_start(inputs), local)
+    result = reply.result
+    inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
+    inputs.target_statistics = reply.statistics
+    inputs.target_message = reply.message
+    traffic = target_traffic(
+        method.delivery,
+        update_bytes,
+        broadcast_bytes,
+        tensor_bytes(reply.message),
+        forwarded_updates=0 if inputs.source_updates is None else len(inputs.source_updates),
+        forwarded_message_bytes=tensor_bytes(inputs.source_messages),
+        counted=phase.step != "local",
+    )
+    return TargetTrained(True, reply.buffers, traffic)
+
+
+def server_aggregate(
+    method: RoundRules, phase: Phase, inputs: RoundInputs, sources: SourcesTrained, target_trained: bool
+) -> Aggregate:
+    """The server's step of the round: FedAvg over the sources in a "fedavg" round, the method's `aggregate` in a "rule"
+    round; the target's update alone where no source answered or the target trained alone ("local"), and no step
+    where nobody trained."""
+    if sources.silent or phase.step == "local":
+        return Aggregate(inputs.target_update if target_trained else torch.zeros_like(inputs.global_params))
+    if phase.step == "fedavg":
+        return Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
+    return method.aggregate(inputs)
+
+
+def server_step(
+    global_params: Tensor, velocity: Tensor | None, aggregate: Aggregate, phase: Phase, settings: TrainSettings
+) -> tuple[Tensor, Tensor | None]:
+    """(θ, server momentum) after the round: θ as the method sets it (`Aggregate.params`); θ + Δ in a "local" round
+    (θ becomes the target's model); else with server momentum μ > 0, v ← μ v + Δ and θ ← θ + server_lr · v, without,
+    θ ← θ + server_lr · Δ."""
+    if aggregate.params is not None:  # the method sets θ itself (KD3A's weighted average of the models)
+        return aggregate.params, velocity
+    if phase.step == "local":
+        return global_params + aggregate.delta, velocity
+    if settings.server_momentum:
+        velocity = aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
+        return global_params + settings.server_lr * velocity, velocity
+    return global_params + settings.server_lr * aggregate.delta, velocity
+
+
+def merged_buffers(
+    aggregate: Aggregate, sources: SourcesTrained, target: TargetTrained, source_counts: Tensor
+) -> list[Tensor] | None:
+    """The global buffers after the round: weighted as the method says (`Aggregate.buffer_weights` over the sources'
+    and then the target's: KD3A's domain weights), else the target's after a round in which it trained, else the
+    sources' average weighted by `source_counts` (those of the sources that answered); None: unchanged (nobody
+    trained)."""
+    if aggregate.buffer_weights is not None:
+        return average_buffers([*sources.buffers, target.buffers], aggregate.buffer_weights)
+    if target.trained:
+        return target.buffers
+    if sources.buffers:
+        return average_buffers(sources.buffers, source_counts)
+    return None
 
 
 def run_rounds(
@@ -126,7 +261,7 @@ def run_rounds(
         clients = sites(space)
     if sites_hook is not None:
         clients = sites_hook(clients)
-    source_names, source_counts = clients.source_names, clients.source_counts
+    source_names = clients.source_names
     fda_settings = method.fda_settings(settings)
     schedule = [phase for phase in method.phases(settings, bool(source_names)) for _ in range(phase.rounds)]
     total_rounds = len(schedule)
@@ -148,9 +283,8 @@ def run_rounds(
         update_bytes = method.update_bytes(space, phase)
         in_force = fda_settings if phase.step == "rule" else settings
         source_local, target_local = local_settings(in_force, phase.name)
-        counted = phase.step != "local"  # a local round's training sends nothing
         broadcast = method.broadcast() if phase.step == "rule" else None
-        broadcast_bytes = 0 if broadcast is None else broadcast.numel() * broadcast.element_size()
+        broadcast_bytes = tensor_bytes(broadcast)
         inputs = RoundInputs(
             round_index,
             global_params,
@@ -161,86 +295,36 @@ def run_rounds(
             source_total=len(source_names),
             broadcast=broadcast,
         )
-        buffer_states, target_buffers, downlink, uplink = [], [], 0, 0
-        round_counts = source_counts  # of the sources that answered
-        participation: dict[str, Any] = {}  # who was asked and who answered, where not every source always is
-        silent = False  # the sources were asked and none answered
 
+        sources = SourcesTrained()
         if source_names and phase.sources:
-            asked = asked_sources(len(source_names), settings.participation, seed, round_index)
-            replies = clients.train_sources(global_params, source_local, round_index, asked, broadcast)
-            buffer_states = replies.buffers
-            answered = list(range(len(source_names))) if replies.present is None else list(replies.present)
-            if replies.present is not None:  # some sources were not asked, dropped out, or were left behind
-                round_counts = source_counts[answered]
-                inputs.source_names = tuple(source_names[index] for index in answered)
-            silent = not replies.results
-            if not silent:
-                inputs.source_updates = torch.stack([r.update for r in replies.results])
-                inputs.source_counts = round_counts
-                inputs.source_steps = torch.tensor([r.steps for r in replies.results], device=device)
-                if replies.messages:
-                    inputs.source_messages = torch.stack(replies.messages)
-            downlink += len(asked) * (update_bytes + broadcast_bytes)
-            uplink += len(replies.results) * (update_bytes + COUNT_BYTES)
-            uplink += sum(message.numel() * message.element_size() for message in replies.messages)
-            if settings.participation < 1 or settings.source_dropout > 0:
-                participation = {
-                    "asked": [source_names[index] for index in asked],
-                    "answered": [source_names[index] for index in answered],
-                }
+            sources = train_sources(clients, inputs, source_local, settings, seed, update_bytes, broadcast_bytes)
+        if method.delivery.source_buffers and sources.buffers and not sources.silent:
+            inputs.source_buffers = sources.buffers
+        target = train_target(clients, method, inputs, target_local, phase, update_bytes, broadcast_bytes)
 
-        target_trains = clients.has_target and phase.target
-        if method.target_receives_source_buffers and buffer_states and not silent:
-            inputs.source_buffers = buffer_states
-        if target_trains:
-            reply = clients.train_target(inputs, method.target_start(inputs), target_local)
-            target_buffers = reply.buffers
-            result = reply.result
-            inputs.target_update, inputs.target_count, inputs.target_steps = result.update, result.samples, result.steps
-            inputs.target_statistics = reply.statistics
-            inputs.target_message = reply.message
-            if counted:
-                downlink += update_bytes + (broadcast_bytes if method.broadcast_to_target else 0)
-                uplink += update_bytes + COUNT_BYTES
-            if counted and reply.message is not None:
-                uplink += reply.message.numel() * reply.message.element_size()
-            if method.target_receives_source_updates and inputs.source_updates is not None:
-                downlink += len(inputs.source_updates) * update_bytes
-            if method.target_receives_source_messages and inputs.source_messages is not None:
-                downlink += inputs.source_messages.numel() * inputs.source_messages.element_size()
-
-        # no source answered (the target's update alone, or no step in a source-only round), or the target trained
-        # alone in a local round
-        if silent or phase.step == "local":
-            aggregate = Aggregate(inputs.target_update if target_trains else torch.zeros_like(global_params))
-        elif phase.step == "fedavg":
-            aggregate = Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
-        else:
-            aggregate = method.aggregate(inputs)
-            uplink += aggregate.message_bytes
-        if aggregate.params is not None:  # the method sets θ itself (KD3A's weighted average of the models)
-            global_params = aggregate.params
-        elif phase.step == "local":  # θ becomes the target's model, without a server step
-            global_params = global_params + aggregate.delta
-        elif settings.server_momentum:
-            velocity = (
-                aggregate.delta if velocity is None else velocity.mul(settings.server_momentum).add_(aggregate.delta)
-            )
-            global_params = global_params + settings.server_lr * velocity
-        else:
-            global_params = global_params + settings.server_lr * aggregate.delta
+        aggregate = server_aggregate(method, phase, inputs, sources, target.trained)
+        traffic = sources.traffic + target.traffic + Traffic(uplink=aggregate.message_bytes)
+        global_params, velocity = server_step(global_params, velocity, aggregate, phase, settings)
         space.set(global_params)
-        if space.buffers and aggregate.buffer_weights is not None:  # the method's weights (KD3A's domain weights)
-            space.set_buffers(average_buffers([*buffer_states, target_buffers], aggregate.buffer_weights))
-        elif space.buffers and (target_trains or buffer_states):
-            space.set_buffers(target_buffers if target_trains else average_buffers(buffer_states, round_counts))
+        if space.buffers:
+            counts = clients.source_counts if sources.counts is None else sources.counts
+            buffers = merged_buffers(aggregate, sources, target, counts)
+            if buffers is not None:
+                space.set_buffers(buffers)
 
         metrics = clients.evaluate(global_params, space.get_buffers())
         if phase.step == "local":
             metrics = local_record(metrics, metric)
         record = round_record(
-            round_index, phase.name, metrics, uplink, downlink, started, **participation, **aggregate.log
+            round_index,
+            phase.name,
+            metrics,
+            traffic.uplink,
+            traffic.downlink,
+            started,
+            **sources.participation,
+            **aggregate.log,
         )
         records.append(record)
         if checkpoints is not None and checkpoints.due(round_index, total_rounds):

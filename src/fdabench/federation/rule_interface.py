@@ -13,6 +13,7 @@ from torch import Tensor
 
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import FDA, WARMUP
 from fdabench.federation.settings import TrainSettings
@@ -35,22 +36,22 @@ class RoundInputs:
     target_steps: int = 0
     target_statistics: Any = None  # what the method's target observer accumulated
     source_names: tuple[str, ...] = ()  # of the sources that answered
-    #: (N, k...) the answered sources' extra messages (SCAFFOLD's Δc_i; at the target only where the method has the
-    #: server forward them, `target_receives_source_messages`: Co-MDA's source predictions)
+    #: (N, k...) the answered sources' extra messages (SCAFFOLD's Δc_i; at the target only where the method's `delivery`
+    #: forwards them: Co-MDA's source predictions)
     source_messages: Tensor | None = None
     target_message: Tensor | None = None  # (k,)
     source_total: int = 0  # every source of the cell, asked this round or not (SCAFFOLD's N)
     #: what the server sent every training client beside θ (SCAFFOLD's c; the sources only where the method's
-    #: `broadcast_to_target` is False: `target_broadcast`)
+    #: `delivery` keeps it from the target: `target_broadcast`)
     broadcast: Tensor | None = None
     #: the answered sources' buffers (BatchNorm statistics), in source order, where the model has buffers: forwarded to
-    #: the target with the source updates (`target_receives_source_buffers`: KD3A's source models with their buffers)
+    #: the target with the source updates where the method's `delivery` says so (KD3A's source models, buffers too)
     source_buffers: list[list[Tensor]] | None = None
 
 
 def target_broadcast(method: RoundRules, inputs: RoundInputs) -> Tensor | None:
     """The round's broadcast as it reaches the target: none where the method sends it to the sources only."""
-    return inputs.broadcast if method.broadcast_to_target else None
+    return inputs.broadcast if method.delivery.broadcast_to_target else None
 
 
 @dataclass
@@ -124,10 +125,7 @@ class RoundRules(Protocol):
     sources_train_after_warmup: bool
     target_split: str | None
     warmup: bool
-    target_receives_source_updates: bool
-    target_receives_source_buffers: bool
-    target_receives_source_messages: bool
-    broadcast_to_target: bool
+    delivery: Delivery
     keeps_client_state: bool
     state_clients: str
     personalised: bool

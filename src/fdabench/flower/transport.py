@@ -170,7 +170,7 @@ class FlowerSites:
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
         assert self.target is not None
-        forwarded = self.method.target_receives_source_updates and inputs.source_updates is not None
+        forwarded = self.method.delivery.source_updates and inputs.source_updates is not None
         content = messages.arrays(
             start=start,
             buffers=self.space.get_buffers(),
@@ -182,7 +182,7 @@ class FlowerSites:
             if forwarded and inputs.source_buffers
             else None,
             # the sources' messages, where the server forwards them (Co-MDA's predictions on the target's queries)
-            source_messages=inputs.source_messages if self.method.target_receives_source_messages else None,
+            source_messages=inputs.source_messages if self.method.delivery.source_messages else None,
             broadcast=target_broadcast(self.method, inputs),
             **({} if torch.equal(start, inputs.global_params) else {"global": inputs.global_params}),
         )

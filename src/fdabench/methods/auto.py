@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fdabench.core.streams import CHECKED_ROUNDS, SEED_STRIDE, Purpose, register_purpose, stream
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
@@ -34,7 +35,7 @@ ESTIMATION_STREAM = register_purpose(
 class AutoWeighted(RoundLoopMethod):
     rule: str  # "fedda" | "fedgp" | "fedgp_threshold" (which Delta error β minimises)
     warmup = True
-    target_receives_source_updates = True
+    delivery = Delivery(source_updates=True)
     logs_betas = True
     hparams_schema = {
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},

@@ -18,6 +18,7 @@ from torch import Tensor
 from fdabench.core.registry import Registry, derive_defaults
 from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import StatefulRules
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext, default_phases
@@ -101,8 +102,8 @@ class RoundLoopMethod(StatefulRules, Method):
     `sources_train_after_warmup` is False), the target on its labelled samples, on all its training samples with
     labels, or on all its training inputs without labels under the method's `target_batch_loss`
     (`target_split` = "labelled" | "all" | "unlabelled" | None),
-    whether FedAvg warm-up rounds precede (`warmup`), and whether the server forwards the source updates
-    to the target before it trains (`target_receives_source_updates`, needed by auto-weighting). A method that
+    whether FedAvg warm-up rounds precede (`warmup`), and what the server forwards to the target before it trains
+    beside θ (`delivery`, `federation.delivery.Delivery`: the source updates, needed by auto-weighting). A method that
     keeps state on its clients between rounds sets `keeps_client_state` and implements the client-side hooks of
     `federation.client_state.StatefulRules` (SCAFFOLD, FedBN; the personalised methods, whose clients train their own
     way, `local_round`, and whose cell reports the target's personalised predictor, `personalised`). The rounds come in
@@ -114,13 +115,9 @@ class RoundLoopMethod(StatefulRules, Method):
     sources_train_after_warmup: ClassVar[bool] = True
     target_split: ClassVar[str | None] = "labelled"
     warmup: ClassVar[bool] = False
-    target_receives_source_updates: ClassVar[bool] = False
-    #: whether the sources' buffers (BatchNorm statistics) reach the target with their updates (KD3A's source models)
-    target_receives_source_buffers: ClassVar[bool] = False
-    #: whether the server forwards the sources' messages to the target before it trains (Co-MDA's predictions)
-    target_receives_source_messages: ClassVar[bool] = False
-    #: whether the method's `broadcast` reaches the target too (False: the sources only, Co-MDA's queries)
-    broadcast_to_target: ClassVar[bool] = True
+    #: who receives what beside θ: the source updates, buffers and messages the server forwards to the target, and
+    #: whether the `broadcast` reaches the target (default: nothing forwarded; the broadcast goes to every client)
+    delivery: ClassVar[Delivery] = Delivery()
 
     def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
         """The loop's rounds, phase by phase (`federation.rule_interface.Phase`); default: the FedAvg warm-up rounds

@@ -11,7 +11,7 @@ Per round r of R (0-based):
    epochs (`source_train`, train.py:10-56), then answers the queries the server broadcast: softmax probabilities
    out_k (n_T × C) on the target's n_T training inputs (`visual_source`, train.py:213-249). It sends nothing else: no
    update crosses (`update_bytes` is 0).
-2. The server forwards the answers to the target (`target_receives_source_messages`). The target keeps, per source, a
+2. The server forwards the answers to the target (its `delivery`). The target keeps, per source, a
    temporal ensemble Z_k ← α_z Z_k + (1 − α_z) out_k, bias-corrected z_k = Z_k / (1 − α_z^(u+2)) at its u-th update
    (0-based); as in the code, z_k becomes the next Z_k (main.py:374 keeps the corrected value; train.py:251-253)
    (`temporal_ensemble`).
@@ -35,7 +35,7 @@ Per round r of R (0-based):
 What fdabench records, and its choices: the target's training inputs reach the sources as the queries of their black
 boxes (the protocol's own premise: the code applies each source model to the target's images, train.py:213-249). The
 target sends them to the server in any round in which it received no answer (its first), and the server broadcasts
-them to the sources every round (`broadcast_to_target` False): the bytes count n_T inputs down to every source each
+them to the sources every round (not to the target: `delivery`): the bytes count n_T inputs down to every source each
 round, n_T × C probabilities up from each and forwarded to the target, as a deployment that queries every epoch sends
 (the code queries every epoch). The target's labels never leave it (it holds none). The code's quirks kept as the
 protocol: the corrected ensemble carried forward; the target's classifier heads never stepped (train.py:138,
@@ -60,6 +60,7 @@ from torch import Tensor, nn
 from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, tensor_seed
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
@@ -189,8 +190,7 @@ class CoMDA(RoundLoopMethod):
     uses_unlabelled_target = True
     target_split = "unlabelled"
     keeps_client_state = True  # each source's own model; the target's two networks, ensembles and mixup stream
-    target_receives_source_messages = True
-    broadcast_to_target = False
+    delivery = Delivery(source_messages=True, broadcast_to_target=False)
     hparams_schema = {
         "ensemble_alpha": {
             "type": "number",

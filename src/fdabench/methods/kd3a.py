@@ -15,7 +15,7 @@ Per round, from global parameters θ:
 4. θ ← Σ_k α_k θ_k over the sources and the target, and buffers (BatchNorm statistics) likewise.
 
 On the round loop (`federation.rounds`): the sources train plainly; the target's round is its `local_round`, handed
-the forwarded source updates and buffers (`target_receives_source_updates`, `target_receives_source_buffers`); its
+the forwarded source updates and buffers (its `delivery`); its
 mixup generator is its client state (kept at its site and in checkpoints); its message is the domain weights, its
 `statistics` the round's diagnostics for the record (not counted in bytes, as before); the server sets θ itself
 (`Aggregate.params`) and weighs the buffers by the domain weights (`Aggregate.buffer_weights`).
@@ -33,6 +33,7 @@ from torch import Tensor
 from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
 from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
+from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
@@ -156,8 +157,7 @@ class KD3A(RoundLoopMethod):
     # the target trains on every training input (labelled and unlabelled; `knowledge_accuracy` alone reads the labels,
     # at the target, as a diagnostic), after the sources, on their forwarded models with their buffers
     target_split = "all"
-    target_receives_source_updates = True
-    target_receives_source_buffers = True
+    delivery = Delivery(source_updates=True, source_buffers=True)
     # the target keeps its mixup generator between rounds (the client state: at its site over Flower, in
     # checkpoints); the sources train plainly (`local_round` is the target's own)
     keeps_client_state = True

@@ -129,7 +129,7 @@ class _Run:
             return aggregate(inputs)
 
         def target_observer(context):
-            if not self.method.target_receives_source_updates:
+            if not self.method.delivery.source_updates:
                 hidden = dataclasses.replace(context.inputs, source_updates=None, source_counts=None, source_steps=None)
                 context = dataclasses.replace(context, inputs=hidden)
             return observer(context)
@@ -260,7 +260,7 @@ def _aggregates(cls: type, run: _Run) -> str:
 def _combines_sources(cls: type, run: _Run) -> str:
     if not run.received or run.received[0].source_updates is None:
         return "no source updates reach its server"
-    if cls.target_receives_source_updates:  # the target's statistics are computed in the sources' order
+    if cls.delivery.source_updates:  # the target's statistics are computed in the sources' order
         return "the server forwards the source updates to the target, whose statistics follow their order"
     return ""
 
