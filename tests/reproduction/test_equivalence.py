@@ -136,3 +136,17 @@ def test_a_record_of_another_shape_is_refused_by_name(tmp_path):
 def test_the_shipped_record_reads():
     shipped.cache_clear()
     shipped()  # a FileReadError here names the file
+
+
+def test_a_recorded_edge_keeps_its_wider_evidence():
+    """Vouching again for an edge already recorded (a rerun of a few archived cells, paired with records written
+    before the first vouch) keeps the wide evidence; a wider or equal new run replaces it; other edges are added."""
+    from fdabench.reproduction.equivalence import merged
+
+    def entry(before, after, cells):
+        return {"module": MODULE, "before": before, "after": after, "evidence": {"cells": cells}}
+
+    wide, narrow, wider, other = entry("a", "b", 407), entry("a", "b", 9), entry("a", "b", 500), entry("b", "c", 9)
+    assert merged([wide], [narrow, other]) == [wide, other]
+    assert merged([wide], [wider]) == [wider]
+    assert merged([], [narrow]) == [narrow]

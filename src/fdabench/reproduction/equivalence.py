@@ -102,10 +102,14 @@ def record_payload(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def merged(existing: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`existing` with `new` added; a new entry for an edge already recorded replaces it (its evidence is newer)."""
+    """`existing` with `new` added. An edge already recorded keeps the wider evidence (more cells; the newer where
+    they are as many): vouching a narrower rerun for an edge that a wide run showed must not shrink its evidence."""
     key = lambda entry: (entry["module"], entry["before"], entry["after"])
     found = {key(entry): entry for entry in existing}
-    found.update({key(entry): entry for entry in new})
+    for entry in new:
+        kept = found.get(key(entry))
+        if kept is None or entry["evidence"]["cells"] >= kept["evidence"]["cells"]:
+            found[key(entry)] = entry
     return list(found.values())
 
 
