@@ -334,7 +334,7 @@ def test_bad_updates_stop_the_run_with_a_clear_message(exported, monkeypatch, tm
     source = read_manifest(folders["fedgp"])["sites"][1]["name"]
     site = re.escape(source)
     with pytest.raises(SiteFailure, match=rf"round 3 .*{site}: rejected: round 3: {site} sent an {message}"):
-        simulation.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=120, faults=[Fault(source, 3, kind)])
+        simulation.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=300, faults=[Fault(source, 3, kind)])
 
 
 def test_a_site_without_its_file_is_named_at_the_hello(exported, monkeypatch, tmp_path):

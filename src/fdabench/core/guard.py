@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 #: the inputs of the running command, as JSON (a list of `_entry`)
@@ -64,16 +65,53 @@ def _install_hook() -> None:
 def refuse_overwriting_inputs(path: str | os.PathLike, replaces_folder: bool = False) -> None:
     """Raise OutputPathError if writing `path` would overwrite an input of the running command; `replaces_folder`:
     `path` is a folder replaced (or deleted) as a whole, so no input may lie in it."""
+    text = os.environ.get(PROTECTED_INPUTS_VARIABLE)
+    if not text:
+        return
+    inputs = _index(text)
     real = os.path.realpath(path)
     inode = _inode(path)
-    for entry in _protected():
-        inside = entry["folder"] and _under(real, entry["real"])
-        holds = replaces_folder and _under(entry["real"], real)
-        if real == entry["real"] or inside or holds or (inode is not None and inode == entry["inode"]):
-            raise OutputPathError(
-                f"{_final(path)} would overwrite the input {entry['given']}; choose another output path (nothing was "
-                "written)"
-            )
+    found = inputs.by_real.get(real) or (inputs.by_inode.get(tuple(inode)) if inode is not None else None)
+    if found is None:  # inside an input folder: one of the path's ancestors is one
+        ancestor = os.path.dirname(real)
+        while found is None and ancestor != os.path.dirname(ancestor):
+            found, ancestor = inputs.folders.get(ancestor), os.path.dirname(ancestor)
+        found = found or inputs.folders.get(ancestor)
+    if found is None and replaces_folder:  # a folder replaced as a whole that holds an input
+        found = next((entry for entry in inputs.entries if _under(entry["real"], real)), None)
+    if found is not None:
+        raise OutputPathError(
+            f"{_final(path)} would overwrite the input {found['given']}; choose another output path (nothing was "
+            "written)"
+        )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The protected inputs, indexed for the check every write of the process makes: by real path, by inode, and the
+    input folders by real path."""
+
+    entries: tuple[dict[str, Any], ...]
+    by_real: dict[str, dict[str, Any]]
+    by_inode: dict[tuple[int, ...], dict[str, Any]]
+    folders: dict[str, dict[str, Any]]
+
+
+@functools.lru_cache(maxsize=8)
+def _index(text: str) -> _Inputs:
+    """The inputs of `PROTECTED_INPUTS_VARIABLE`'s value `text`, parsed once per value (the first entry of a path
+    names it)."""
+    entries = tuple(json.loads(text))
+    by_real: dict[str, dict[str, Any]] = {}
+    by_inode: dict[tuple[int, ...], dict[str, Any]] = {}
+    folders: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        by_real.setdefault(entry["real"], entry)
+        if entry["inode"] is not None:
+            by_inode.setdefault(tuple(entry["inode"]), entry)
+        if entry["folder"]:
+            folders.setdefault(entry["real"].rstrip(os.sep) or os.sep, entry)
+    return _Inputs(entries, by_real, by_inode, folders)
 
 
 def _refuse_writes_over_inputs(event: str, args: tuple[Any, ...]) -> None:
