@@ -31,12 +31,13 @@ def write_dvclive(runs: list[TrackedRun], folder: str | Path) -> int:
                     live.step = round_
                     live.log_metric(f"{run.name}/{name}", value)
                 written += 1
+            live.summary = {}  # log_metric copies the whole summary each call: kept small, it costs nothing
         summary: dict = {}
         for run in runs:
             place = summary
             for part in run.name.split("/"):
                 place = place.setdefault(part, {})
             place.update({"final": {name.removeprefix("final/"): value for name, value in run.finals.items()}})
-        live.summary = summary  # the finals only: not each series' last value, which log_metric keeps
+        live.summary = summary  # the finals only, not each series' last value
         live.step = max(run.last_round for run in runs)
     return written
