@@ -255,6 +255,7 @@ def test_train_refuses_another_kind_of_file_before_anything_else(tmp_path, monke
         lambda c, t: ["figure", "final", c, "--output", t / "link.json"],  # a link to the cell
         lambda c, t: ["cells-table", c, "--html", c],
         lambda c, t: ["plots", c, "--rounds", t, "--betas", t / "betas"],  # a folder replaced as a whole
+        lambda c, t: ["export", "tensorboard", c, "--logdir", t],
         lambda c, t: ["metrics", t / "table.json", "--output", t / "table.json"],
     ],
     ids=[
@@ -264,6 +265,7 @@ def test_train_refuses_another_kind_of_file_before_anything_else(tmp_path, monke
         "figure (a link)",
         "cells-table",
         "plots",
+        "export tensorboard",
         "metrics",
     ],  # fmt: skip
 )

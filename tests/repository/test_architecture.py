@@ -34,6 +34,7 @@ LAYERS = (
 REPORT_MAY_IMPORT = (
     "fdabench.cell.reading",  # the cell files, checked against their digests, each cell once
     "fdabench.cell.result",
+    "fdabench.cell.digest",  # a cell's digest: what tells a tracker's exporter a cell it has written already
     "fdabench.core.io",
     "fdabench.core.readers",  # the figures a page embeds
     "fdabench.core.families",

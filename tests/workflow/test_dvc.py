@@ -1,7 +1,7 @@
 """DVC on the project's own dvc.yaml, with a tiny suite: `dvc repro` builds it; a clone that pulls data and
 results from a (local directory) remote reruns nothing; `dvc exp run -S methods.fedgp.beta=0.4` reruns only
-the FedGP cells, `dvc exp show` lists the experiment with its metrics and `dvc plots diff` overlays its
-per-round curves on the baseline's."""
+the FedGP cells, `dvc exp show` lists the experiment with its metrics, each cell's final metrics among them (the
+DVCLive folder), and `dvc plots diff` overlays its per-round curves on the baseline's."""
 
 import json
 import re
@@ -63,15 +63,26 @@ def _cells(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "results/cells").rglob("*.json"))}
 
 
-def _plots(project: Path, *revisions: str) -> dict[str, set[tuple[str, int]]]:
-    """`dvc plots diff --json` of the revisions (none: the workspace): plot id -> (revision, round) pairs drawn;
-    fails on any error DVC reports (it exits 0 on them)."""
+def _plots(project: Path, *revisions: str, x: str = "round", under: str = "results/plots/") -> dict[str, set]:
+    """`dvc plots diff --json` of the revisions (none: the workspace): plot id -> (revision, x) pairs drawn, for the
+    plots under `under`; fails on any error DVC reports (it exits 0 on them)."""
     shown = json.loads(_run(project, "dvc", "plots", "diff", *revisions, "--json").stdout)
     assert "errors" not in shown, shown["errors"]
     return {
-        plot: {(value["rev"], int(value["round"])) for entry in entries for value in entry["content"]["data"]["values"]}
+        plot: {(value["rev"], int(value[x])) for entry in entries for value in entry["content"]["data"]["values"]}
         for plot, entries in shown["data"].items()
+        if plot.startswith(under)
     }
+
+
+def _named(shown, name: str) -> list[dict]:
+    """The `data` of every revision named `name` in `dvc exp show --json`."""
+    if isinstance(shown, list):
+        return [data for item in shown for data in _named(item, name)]
+    if not isinstance(shown, dict):
+        return []
+    found = [shown["data"]] if shown.get("name") == name and isinstance(shown.get("data"), dict) else []
+    return found + [data for key, value in shown.items() if key != "data" for data in _named(value, name)]
 
 
 def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
@@ -86,6 +97,15 @@ def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     plots = _plots(project)
     assert set(plots) == {f"{rounds}/source_only.csv", f"{rounds}/fedgp.csv"}
     assert plots[f"{rounds}/fedgp.csv"] == {("workspace", r) for r in (1, 2, 3, 4)}  # a warm-up round, 3 FDA rounds
+    # DVCLive: every cell's curve, and its final metrics
+    live = "results/dvclive/tiny/plots/metrics/colored_digits"
+    curves = _plots(project, x="step", under=live)
+    cells = [f"{method}/-90/seed{seed}" for method in ("source_only", "fedgp") for seed in (0, 1)]
+    assert {f"{live}/{cell}/accuracy.tsv" for cell in cells} <= set(curves), sorted(curves)
+    assert curves[f"{live}/fedgp/-90/seed1/accuracy.tsv"] == {("workspace", r) for r in (1, 2, 3, 4)}
+    cell = json.loads((project / "results/cells/tiny/colored_digits/fedgp/-90/seed1.json").read_text())
+    finals = json.loads((project / "results/dvclive/tiny/metrics.json").read_text())
+    assert finals["colored_digits"]["fedgp"]["-90"]["seed1"]["final"] == cell["finals"]
 
     # data and results through a local-directory remote: the clone reruns nothing
     _run(project, "dvc", "remote", "add", "-d", "store", str(tmp_path / "store"))
@@ -109,6 +129,9 @@ def test_repro_remote_clone_and_experiment(tmp_path, repo_root):
     shown = json.loads(_run(project, "dvc", "exp", "show", "--json").stdout)
     text = json.dumps(shown)
     assert "beta04" in text and "results/metrics/tiny.json" in text
+    (data,) = _named(shown, "beta04")
+    finals = data["metrics"]["results/dvclive/tiny/metrics.json"]["data"]["colored_digits"]
+    assert set(finals) == {"source_only", "fedgp"} and "accuracy" in finals["fedgp"]["-90"]["seed0"]["final"]
     # the experiment's curves beside the baseline's, from the cache, in DVC's built-in template
     compared = _plots(project, "HEAD", "beta04")
     assert compared[f"{rounds}/fedgp.csv"] == {(rev, r) for rev in ("HEAD", "beta04") for r in (1, 2, 3, 4)}

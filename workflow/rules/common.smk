@@ -366,8 +366,8 @@ def auto_cell_paths(experiment):
 
 
 def dvc_outputs():
-    """The files DVC reads: the metrics file and the `dvc plots` folders."""
-    return [suite_pattern("METRICS"), suite_pattern("PLOTS_ROUNDS"), suite_pattern("PLOTS_BETAS")]
+    """The files DVC reads: the metrics file, the `dvc plots` folders and the DVCLive folder."""
+    return [suite_pattern("METRICS"), suite_pattern("PLOTS_ROUNDS"), suite_pattern("PLOTS_BETAS"), suite_pattern("DVCLIVE")]
 
 
 def figure_outputs():

@@ -230,6 +230,20 @@ rule dvc_plots:
         "fdabench plots {input.cells:q} --rounds {output.rounds:q} --betas {output.betas:q} > {log:q} 2>&1"
 
 
+# each cell's final metrics and per-round series as DVCLive writes them, for `dvc exp show` and `dvc plots show`
+rule dvclive:
+    input:
+        cells=cell_paths(PARAMS.experiment_names()),
+    output:
+        directory(pattern("DVCLIVE")),
+    log:
+        log("dvclive"),
+    conda:
+        "../envs/fdabench.yaml"
+    shell:
+        "fdabench export dvclive {input.cells:q} --output {output:q} > {log:q} 2>&1"
+
+
 # every table's cells: the published rows are compared, and every method is ranked over the suite's tables
 rule paper_vs_ours:
     input:

@@ -1,4 +1,5 @@
-"""Report stage commands: tables, figures, DVC metrics and plot series, and published vs ours."""
+"""Report stage commands: tables, figures, DVC metrics and plot series, published vs ours, and the cells as the runs
+of an experiment tracker (DVCLive, MLflow, TensorBoard)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,29 @@ def cmd_plots(args: argparse.Namespace) -> int:
 
     rounds, betas = write_dvc_plots(args.cells, args.rounds, args.betas)
     print(f"{rounds} per-round series -> {args.rounds}; {betas} β series -> {args.betas}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from fdabench.report.trackers import MissingExtraError, tracked_runs
+
+    runs = tracked_runs(args.cells)  # every cell read before a tracker's library is loaded or anything written
+    try:
+        if args.tracker == "dvclive":
+            from fdabench.report.trackers.to_dvclive import write_dvclive
+
+            print(f"{len(runs)} cells, {write_dvclive(runs, args.output)} series -> {args.output}")
+        elif args.tracker == "tensorboard":
+            from fdabench.report.trackers.to_tensorboard import write_tensorboard
+
+            print(f"{write_tensorboard(runs, args.logdir)} runs -> {args.logdir}")
+        else:
+            from fdabench.report.trackers.to_mlflow import write_mlflow
+
+            written, skipped = write_mlflow(runs, args.tracking_uri, args.experiment)
+            print(f"{written} runs logged to MLflow, {skipped} already there")
+    except MissingExtraError as error:
+        raise CommandError(str(error)) from None
     return 0
 
 
@@ -332,6 +356,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="folder for betas/<experiment>/<method>/<source>.csv (replaced as a whole)",
     )
     p.set_defaults(handler=cmd_plots)
+
+    p = sub.add_parser(
+        "export",
+        help="a suite's cells as the runs of an experiment tracker: one run per cell, per-round metrics as steps",
+    )
+    trackers = p.add_subparsers(dest="tracker", required=True, metavar="TRACKER")
+    p = trackers.add_parser(
+        "dvclive",
+        help="a DVCLive folder (metrics.json: each cell's final metrics; plots/metrics: its per-round series), "
+        "what dvc.yaml's report stage declares as metrics and plots",
+    )
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
+    p.add_argument("--output", type=OUTPUT_FOLDER, required=True, help="the DVCLive folder (replaced as a whole)")
+    p.set_defaults(handler=cmd_export)
+    p = trackers.add_parser("mlflow", help="MLflow runs (needs the mlflow extra: pip install 'fdabench[mlflow]')")
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
+    p.add_argument(
+        "--tracking-uri",
+        help="the MLflow tracking store, e.g. sqlite:///mlflow.db or http://host:5000 (default: MLflow's own, "
+        "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the current folder)",
+    )
+    p.add_argument("--experiment", help="the MLflow experiment of every run (default: each cell's suite)")
+    p.set_defaults(handler=cmd_export)
+    p = trackers.add_parser(
+        "tensorboard",
+        help="a TensorBoard log folder (needs the tensorboard extra: pip install 'fdabench[tensorboard]')",
+    )
+    reads(p.add_argument("cells", type=INPUT, nargs="+", help="cell result files"), "cell")
+    p.add_argument(
+        "--logdir", type=OUTPUT_FOLDER, required=True, help="the log folder, one run per cell (replaced as a whole)"
+    )
+    p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser(
         "sweep",

@@ -39,6 +39,8 @@ METRICS = "results/metrics/{suite}.json"
 #: the per-round series `dvc plots` draws (fdabench.report.dvc_plots), one CSV per series, outside results/<suite>/
 PLOTS_ROUNDS = "results/plots/{suite}/rounds"
 PLOTS_BETAS = "results/plots/{suite}/betas"
+#: every cell's final metrics and per-round series as DVCLive writes them (fdabench.report.trackers.to_dvclive)
+DVCLIVE = "results/dvclive/{suite}"
 # The active suite's tables and figures are also reachable without the suite folder (results/table1.csv):
 # a relative link into results/<suite>/, re-pointed when the active suite changes (`active_view`).
 VIEW = "results/{view}"
@@ -46,7 +48,7 @@ VIEW = "results/{view}"
 #: input while it exists: a new one, newer than the cell, reruns the cell; `fdabench.jobs.status.heal_workspace`)
 RERUN_MARKER = ".snakemake/fdabench-rerun/{suite}/{experiment}/{method}/{target}/seed{seed}"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
-RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots")
+RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots", "dvclive")
 TABLE_EXTENSIONS = ("csv", "md", "json", "html")
 THEORY_EXTENSIONS = ("csv", "md", "png")
 PAPER_VS_OURS_EXTENSIONS = ("csv", "md", "html")
@@ -63,6 +65,7 @@ LOGS = {
     "sweep": "results/logs/tables/{suite}/sweep.log",
     "metrics": "results/logs/tables/{suite}/metrics.log",
     "dvc_plots": "results/logs/tables/{suite}/dvc_plots.log",
+    "dvclive": "results/logs/tables/{suite}/dvclive.log",
     "figure_rounds": "results/logs/figures/{suite}/{experiment}_rounds.log",
     "figure_betas": "results/logs/figures/{suite}/{experiment}_betas.log",
     "figure": "results/logs/figures/{suite}/{figure}.log",
