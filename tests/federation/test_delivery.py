@@ -14,7 +14,7 @@ from fdabench.federation.delivery import (
 
 
 def test_buffers_travel_only_with_the_updates():
-    with pytest.raises(ValueError, match="source_buffers travel with the source updates"):
+    with pytest.raises(ValueError, match=r"^Delivery: source_buffers travel with the source updates; set source_"):
         Delivery(source_buffers=True)
     assert Delivery(source_updates=True, source_buffers=True).source_buffers
 

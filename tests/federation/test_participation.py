@@ -104,3 +104,47 @@ def test_a_round_where_no_source_answers_takes_the_target_step_alone():
 def test_everyone_answering_records_nothing_extra():
     history, _ = _run("fedgp")
     assert all("asked" not in r and "answered" not in r for r in history["rounds"])
+
+
+def test_after_a_round_without_the_target_the_buffers_average_the_sources_that_answered():
+    """In a warm-up round (the target does not train) with half the sources asked, the global buffers (BatchNorm
+    statistics) are the average of the answering sources' buffers, weighted by their own sample counts."""
+    from fdabench.federation.parameters import average_buffers
+
+    replies, after = [], []
+
+    class Recorded:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def train_sources(self, *args, **kwargs):
+            replies.append(self.inner.train_sources(*args, **kwargs))
+            return replies[-1]
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    def after_round(record, total):
+        after.append([b.detach().clone() for b in model.buffers()])
+
+    from fdabench.federation.rounds import build_cell_model
+
+    problem = _problem()
+    model_options = {"hidden": [8], "norm": "batch"}
+    settings = TrainSettings.from_dict({**SETTINGS, "rounds": 2, "participation": 0.5, "model_options": model_options})
+    model = build_cell_model(problem, settings, 0, torch.device("cpu"))
+    run_rounds(
+        get_method("fedgp", {"beta": 0.5}),
+        problem,
+        settings,
+        0,
+        torch.device("cpu"),
+        on_round=after_round,
+        model=model,
+        sites_hook=Recorded,
+    )
+    warmup = replies[0]
+    assert warmup.present is not None and len(warmup.present) == 3  # half of the 6 sources answered
+    counts = torch.tensor([float(len(problem.sources[index].y)) for index in warmup.present])
+    expected = average_buffers(warmup.buffers, counts)
+    assert expected and all(torch.allclose(b, e) for b, e in zip(after[0], expected, strict=True))

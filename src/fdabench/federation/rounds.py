@@ -202,19 +202,17 @@ def server_step(
     return global_params + settings.server_lr * aggregate.delta, velocity
 
 
-def merged_buffers(
-    aggregate: Aggregate, sources: SourcesTrained, target: TargetTrained, source_counts: Tensor
-) -> list[Tensor] | None:
+def merged_buffers(aggregate: Aggregate, sources: SourcesTrained, target: TargetTrained) -> list[Tensor] | None:
     """The global buffers after the round: weighted as the method says (`Aggregate.buffer_weights` over the sources'
     and then the target's: KD3A's domain weights), else the target's after a round in which it trained, else the
-    sources' average weighted by `source_counts` (those of the sources that answered); None: unchanged (nobody
+    average of the buffers of the sources that answered, weighted by their sample counts; None: unchanged (nobody
     trained)."""
     if aggregate.buffer_weights is not None:
         return average_buffers([*sources.buffers, target.buffers], aggregate.buffer_weights)
     if target.trained:
         return target.buffers
     if sources.buffers:
-        return average_buffers(sources.buffers, source_counts)
+        return average_buffers(sources.buffers, sources.counts)
     return None
 
 
@@ -307,11 +305,9 @@ def run_rounds(
         traffic = sources.traffic + target.traffic + Traffic(uplink=aggregate.message_bytes)
         global_params, velocity = server_step(global_params, velocity, aggregate, phase, settings)
         space.set(global_params)
-        if space.buffers:
-            counts = clients.source_counts if sources.counts is None else sources.counts
-            buffers = merged_buffers(aggregate, sources, target, counts)
-            if buffers is not None:
-                space.set_buffers(buffers)
+        buffers = merged_buffers(aggregate, sources, target) if space.buffers else None
+        if buffers is not None:
+            space.set_buffers(buffers)
 
         metrics = clients.evaluate(global_params, space.get_buffers())
         if phase.step == "local":
