@@ -289,10 +289,11 @@ def cell_plan_digest(wildcards):
 
 def cell_plan_file(wildcards):
     """The cell's plan file, which the job reads (`fdabench train --plan`): written by `heal_workspace` in a run that
-    executes jobs; a dry run, which writes nothing, lists it where an earlier run wrote it."""
+    executes jobs (where a cluster's job waits for it as for any input); a dry run, which writes nothing, lists it
+    where an earlier run wrote it."""
     begin_run()
     plan = cell_plan_path(*_cell_key(wildcards))
-    return [plan] if os.path.exists(plan) else []
+    return [plan] if os.path.exists(plan) or executing() or not workflow.is_main_process else []
 
 
 @cache
