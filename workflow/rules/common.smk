@@ -288,9 +288,9 @@ def cell_plan_digest(wildcards):
 
 
 def cell_plan_file(wildcards):
-    """The cell's plan file, which the job reads (`fdabench train --plan`): written by `heal_workspace` in a run that
-    executes jobs (where a cluster's job waits for it as for any input); a dry run, which writes nothing, lists it
-    where an earlier run wrote it."""
+    """The cell's plan file, which the job reads (`fdabench train --plan`, its path from the job's wildcards): written
+    by `heal_workspace` in a run that executes jobs (where a cluster's job waits for it as for any input); a dry run,
+    which writes nothing, lists it where an earlier run wrote it."""
     begin_run()
     plan = cell_plan_path(*_cell_key(wildcards))
     return [plan] if os.path.exists(plan) or executing() or not workflow.is_main_process else []
@@ -360,6 +360,12 @@ def partition_code(wildcards):
 def pattern(kind, **values):
     """The `fdabench.core.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
     return paths.fill(getattr(paths, kind), data=DATA, **values)
+
+
+def job_pattern(kind):
+    """The `fdabench.core.paths` pattern of a kind of file as a shell command fills it from its job's wildcards (the
+    names are letters, digits and _ . + -: nothing to quote)."""
+    return re.sub(r"\{(\w+)\}", r"{wildcards.\1}", getattr(paths, kind))
 
 
 def suite_pattern(kind, **values):

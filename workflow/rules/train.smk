@@ -39,6 +39,7 @@ rule train:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench train --plan {input.plan:q} --prepared {input.prepared:q} --partition {input.partition:q} "
+        f"fdabench train --plan {job_pattern('CELL_PLAN')} "
+        "--prepared {input.prepared:q} --partition {input.partition:q} "
         "--output {output:q} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
         "--pin-gpu {resources.cuda_device} --device {resources.device_setting} > {log:q} 2>&1"
