@@ -4,6 +4,7 @@ needs, and the CLI's prepare -> partition -> train steps called in-process, as t
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,13 @@ def snakemake_in(workdir: Path, repo: Path, *args: str, source: Path | None = No
     ]
     env = workflow_environment(workdir, source=source)
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+
+
+def job_blocks(console: str, rule: str) -> list[str]:
+    """The blocks Snakemake prints for the jobs of `rule` ("rule train:" or "localrule train:" up to the next job),
+    in the order printed."""
+    blocks = re.split(r"\n(?=\[[^\]]+\]\n|(?:local)?rule \w+:)", console)
+    return [block for block in blocks if re.match(rf"(local)?rule {rule}:", block)]
 
 
 def planned_jobs(plan: subprocess.CompletedProcess) -> dict[str, str]:

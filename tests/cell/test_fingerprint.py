@@ -181,7 +181,7 @@ def test_normalised_source_ignores_documentation_and_layout_only():
 
 
 def test_a_fingerprint_travels_as_json_and_back():
-    """The train rule hands the job the fingerprint it worked out (`fdabench train --code`), as JSON."""
+    """The train rule hands the job the fingerprint it worked out (its plan file, `fdabench train --plan`), as JSON."""
     fingerprint = cell_fingerprint(_config("digits", "fedgp"))
     assert CodeFingerprint.from_json(fingerprint.to_json()) == fingerprint
     for bad in ({"fingerprint": "abc"}, {"modules": {}}, ["abc", {}], "abc"):

@@ -1,5 +1,6 @@
 """The CLI as the rules call it: prepare -> partition -> train -> table, determinism, clear errors."""
 
+import json
 import os
 import signal
 import subprocess
@@ -209,3 +210,29 @@ def test_a_closed_pipe_ends_quietly(repo_root):
     process.stdout.close()
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=300) == 0 and stderr == "", stderr
+
+
+def test_a_plan_file_runs_the_cell_it_holds(prepared_inputs, capsys):
+    """`fdabench train --plan`, as the train rule calls it: the configuration and code fingerprint come from the
+    plan file, and the cell is the one `--cell` and `--code` give for them."""
+    from fdabench.cell.plugin_scope import cell_code
+    from fdabench.jobs.cell_plan import write_plan
+
+    cells = prepared_inputs
+    config = cells.params.cell("colored_digits", "fedgp", "-90", 1).config
+    config = {**config, "hparams": {**config["hparams"], "beta": 0.25}}
+    code = cell_code(config).to_json()
+    plan = cells.root / "plan.json"
+    write_plan(plan, config, code)
+    inputs = ["--prepared", str(cells.prepared), "--partition", str(cells.root / "partition1.json")]
+    assert main(["train", "--plan", str(plan), *inputs, "--output", str(cells.root / "planned.json")]) == 0
+    given = ["--cell", canonical_json(config), "--code", canonical_json(code)]
+    assert main(["train", *given, *inputs, "--output", str(cells.root / "given.json")]) == 0
+    planned, direct = (json.loads((cells.root / name).read_text()) for name in ("planned.json", "given.json"))
+    assert planned["config"]["hparams"]["beta"] == 0.25 and planned["code"] == code
+    assert (planned["config"], planned["final"]) == (direct["config"], direct["final"])
+    assert [r["loss"] for r in planned["rounds"]] == [r["loss"] for r in direct["rounds"]]
+    capsys.readouterr()
+    refused = ["train", "--plan", str(plan), "--code", canonical_json(code), *inputs, "--output", "o.json"]
+    assert main(refused) == 2
+    assert "--code goes with --cell" in capsys.readouterr().err

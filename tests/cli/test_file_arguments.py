@@ -21,6 +21,7 @@ from fdabench.cli import build_parser, main
 from fdabench.cli.archive import current_fingerprint
 from fdabench.cli.file_arguments import FOLDER_KINDS, INPUT_KINDS, file_inputs
 from fdabench.data.base import DomainArrays, PreparedDataset
+from fdabench.jobs.cell_plan import plan_text
 from fdabench.reproduction.archive import cell_from_record, encode, read_archive
 from fdabench.reproduction.equivalence import record_payload
 from workflows import TINY_PARAMS
@@ -32,6 +33,7 @@ COMMANDS = {key: entry if isinstance(entry, dict) else {"command": entry} for ke
 SAMPLES = {
     "params": "params.yaml",
     "cell": "cell.json",
+    "cell_plan": "cell_plan.json",
     "table": "table.json",
     "archive": "cells.jsonl.gz",
     "equivalences": "equivalences.json",
@@ -84,6 +86,7 @@ def tree(tmp_path_factory):
     (valid / "cells.jsonl.gz").write_bytes(encode(records))
     current = {**cell, "code": current_fingerprint(cell["config"])}  # as if run with this checkout
     (valid / "current_cell.json").write_text(json.dumps(current, indent=1), encoding="utf-8")
+    (valid / "cell_plan.json").write_text(plan_text(cell["config"], current["code"]), encoding="utf-8")
     (valid / "equivalences.json").write_text(json.dumps(record_payload([])), encoding="utf-8")
     (valid / "table.json").write_text(json.dumps({"table1": {"fedgp": {"mean": 0.5, "n_seeds": 2, "std": 0.1}}}))
     shutil.copy(REPO / "requirements.lock", valid / "requirements.lock")

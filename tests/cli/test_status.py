@@ -166,3 +166,39 @@ def test_a_cell_written_before_digests_is_current_and_counted_as_unsealed(tmp_pa
     assert f"  1 current cells are {UNSEALED}" in format_status(PARAMS, [state])
     heal_workspace(PARAMS, [], tmp_path)
     assert not (tmp_path / rerun_marker(old)).exists()  # not rerun for the digest it lacks
+
+
+def test_one_cell_in_full_by_its_job_name_or_its_path(tmp_path, monkeypatch, capsys):
+    """`fdabench status CELL`: the state, files, resolved configuration and code fingerprint of one cell, which the
+    console of a run names but never prints."""
+    from fdabench.cell.plugin_scope import cell_code
+    from fdabench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    Path("params.yaml").write_text(json.dumps(PARAMS.raw))
+    stale = PARAMS.cell("digits", "fedgp", "+90", 0)
+    _write(tmp_path, stale, config={**stale.config, "hparams": {**stale.config["hparams"], "beta": 0.25}})
+    assert main(["status", "st/digits/fedgp/+90/seed0"]) == 0
+    shown = capsys.readouterr().out
+    lines = shown.splitlines()
+    assert lines[0] == "st/digits/fedgp/+90/seed0: stale  configuration changed: hparams"
+    assert lines[1:4] == [
+        "  result: results/cells/st/digits/fedgp/+90/seed0.json",
+        "  plan:   .snakemake/fdabench-cells/st/digits/fedgp/+90/seed0.json",
+        "  log:    results/logs/cells/st/digits/fedgp/+90/seed0.log",
+    ]
+    configuration = shown[shown.index("configuration:\n") + len("configuration:\n") : shown.index("code fingerprint:")]
+    assert json.loads(configuration) == stale.config  # as params.yaml gives it now, not as the stale file says
+    code = cell_code(stale.config).to_json()
+    assert f"code fingerprint: {code['fingerprint']}" in lines
+    assert f"  fdabench.methods.fda {code['modules']['fdabench.methods.fda']}" in lines
+
+    assert main(["status", "--check", "results/cells/st/digits/source_only/-90/seed0.json"]) == 1  # missing
+    assert capsys.readouterr().out.startswith("st/digits/source_only/-90/seed0: missing\n")
+    for name, message in [
+        ("digits/fedgp/+90/seed3", "suite st has no such cell"),
+        ("digits/fedgp/+90", "names no cell"),
+        ("other/digits/fedgp/+90/seed0", "suite: 'other' is not defined"),
+    ]:
+        assert main(["status", name]) == 2
+        assert message in capsys.readouterr().err, name

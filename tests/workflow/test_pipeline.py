@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflows import TINY_PARAMS, planned_jobs, snakemake_in
+from workflows import TINY_PARAMS, job_blocks, planned_jobs, snakemake_in
 
 pytestmark = pytest.mark.pipeline
 
@@ -76,6 +77,13 @@ def test_tiny_pipeline_then_one_parameter_change(tmp_path, repo_root):
     assert jobs.get("train") == "2", plan.stdout  # the two fedgp cells, not the source_only ones
     assert jobs.get("table") == "1" and jobs.get("figure_rounds") == "1"
     assert "partition" not in jobs and "prepare" not in jobs
+    # the console names the changed cells and the digests of their plans, never their configurations
+    shown = snakemake_in(tmp_path, repo_root, "--dry-run", "--printshellcmds")
+    blocks = job_blocks(shown.stdout, "train")
+    assert sorted(re.search(r"method=(\w+)", block)[1] for block in blocks) == ["fedgp", "fedgp"]
+    for block in blocks:
+        assert "{" not in block, block
+        assert re.search(r"reason: Params have changed since last execution: .*'[0-9a-f]{16}'.*'[0-9a-f]{16}'", block)
 
     # how often cells save checkpoints is not part of their identity: changing it reruns nothing
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY_PARAMS, "checkpoint_every": 3}))

@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from browser import CHROMIUM, colours, render, show_item
+from fdabench.core.device_identity import planned_config
+from fdabench.jobs.cell_plan import plan_digest
 from workflows import TINY_PARAMS, workflow_environment
 
 pytestmark = pytest.mark.pipeline
@@ -64,12 +66,15 @@ def test_report_holds_every_table_figure_and_cell(report):
     assert "one row per method family" in results[ROUNDS_FIGURE]["caption"]
     assert "published value a black diamond" in results[TABLE_FIGURE]["caption"]
     assert "table1: one row per method" in results[TABLE]["caption"]
-    # each cell: its entry, and its resolved configuration and code fingerprint as the job's parameters
+    # each cell: its entry, and as its job's parameters the cell's name and the digest of the plan it ran with
+    # (configuration and code fingerprint), never the configuration itself (no escaped JSON)
     labels = sorted(results[path]["labels"]["cell"] for path in cells)
     assert labels == [f"{m} · -90 · seed {s}" for m in ("fedgp", "source_only") for s in (0, 1)]
     cell = json.loads((report / cells[0]).read_text())
     parameters = results[cells[0]]["job_properties"]["params"]
-    assert cell["code"]["fingerprint"] in parameters and '\\"algorithm\\":' in parameters
+    name = "{suite}/{experiment}/{method}/{target}/seed{seed}".format(**cell["cell"])
+    assert name in parameters and plan_digest(planned_config(cell["config"]), cell["code"]) in parameters
+    assert "{" not in parameters and "\\" not in parameters and "algorithm" not in parameters, parameters
     # the cells table lists each cell's device, seconds, code fingerprint and versions
     table = (report / CELLS_TABLE).read_text(encoding="utf-8")
     assert cell["code"]["fingerprint"][:12] in table and f"torch {cell['versions']['torch']}" in table

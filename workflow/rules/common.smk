@@ -21,6 +21,7 @@ from fdabench.core.io import canonical_json
 from fdabench.core.errors import ParamsError
 from fdabench.core.readers import FileReadError
 from fdabench.core.strict_yaml import check_params_files
+from fdabench.jobs.cell_plan import plan_digest, write_plan
 from fdabench.jobs.heal import heal_cell, heal_link
 from fdabench.jobs.plan_cache import PlanCache, PlannedParams, plan_key
 from fdabench.jobs.run_settings import cores_problem, file_size_problem
@@ -254,24 +255,45 @@ def cell_plan(experiment, method, target, seed):
     return PLAN.get("cell", key, lambda: _cell_plan(*key))
 
 
+def cell_plan_path(experiment, method, target, seed):
+    return paths.fill(paths.CELL_PLAN, suite=SUITE, experiment=experiment, method=method, target=target, seed=seed)
+
+
 @cache
-def _cell_params(experiment, method, target, seed):
-    """(configuration, code fingerprint), each as canonical JSON; the configuration's `device` as planned_config gives
-    it, whatever the setting (fdabench.core.device_identity: the setting reaches the job as a resource, and the heal
-    reruns a cell that did not run on what it asks for)."""
+def _job_plan(experiment, method, target, seed):
+    """(configuration, code fingerprint) the training job runs with, as its plan file holds them
+    (fdabench.jobs.cell_plan); the configuration's `device` as planned_config gives it, whatever the setting
+    (fdabench.core.device_identity: the setting reaches the job as a resource, and the heal reruns a cell that did not
+    run on what it asks for)."""
     plan = cell_plan(experiment, method, target, seed)
-    return canonical_json(planned_config(plan["config"])), canonical_json(plan["code"])
+    return planned_config(plan["config"]), plan["code"]
 
 
-def cell_config(wildcards):
-    return _cell_params(*_cell_key(wildcards))[0]
+def cell_name(wildcards):
+    """The cell a training job runs, by name: suite/experiment/method/target/seed<seed>."""
+    return f"{SUITE}/{wildcards.experiment}/{wildcards.method}/{wildcards.target}/seed{wildcards.seed}"
 
 
-def cell_code(wildcards):
-    """The fingerprint of the code the cell's result depends on (fdabench.cell.fingerprint, plus the plugins it uses or
-    that changed what it runs: fdabench.cell.plugin_scope): a rule parameter, so a change to that code reruns the cell and a change to any
-    other code does not; the job is given it (`fdabench train --code`)."""
-    return _cell_params(*_cell_key(wildcards))[1]
+@cache
+def _plan_digest(key):
+    return plan_digest(*_job_plan(*key))
+
+
+def cell_plan_digest(wildcards):
+    """The digest of the cell's plan: its configuration and the fingerprint of the code its result depends on
+    (fdabench.cell.fingerprint, plus the plugins it uses or that changed what it runs: fdabench.cell.plugin_scope). A
+    rule parameter, so a change to either reruns the cell, a dry run included, and a change to any other code does
+    not."""
+    return _plan_digest(_cell_key(wildcards))
+
+
+def cell_plan_file(wildcards):
+    """The cell's plan file, which the job reads (`fdabench train --plan`, its path from the job's wildcards): written
+    by `heal_workspace` in a run that executes jobs (where a cluster's job waits for it as for any input); a dry run,
+    which writes nothing, lists it where an earlier run wrote it."""
+    begin_run()
+    plan = cell_plan_path(*_cell_key(wildcards))
+    return [plan] if os.path.exists(plan) or executing() or not workflow.is_main_process else []
 
 
 @cache
@@ -290,11 +312,13 @@ def marker_path(experiment, method, target, seed):
 
 
 def heal_workspace():
-    """Check every cell file of the suite against its plan and give a stale one a new rerun marker, and remove links
-    to results that are gone (fdabench.jobs.heal): in a run that executes jobs only (`begin_run`, `onerror`)."""
+    """Write every cell's plan file where it changed (fdabench.jobs.cell_plan), check every cell file of the suite
+    against its plan and give a stale one a new rerun marker, and remove links to results that are gone
+    (fdabench.jobs.heal): in a run that executes jobs only (`begin_run`, `onerror`)."""
     changes = []
     for key in PARAMS.cell_keys():
         plan = cell_plan(*key)
+        write_plan(Path(cell_plan_path(*key)), *_job_plan(*key))
         code = lambda plan=plan: plan["code"]
         changes.append(heal_cell(Path(cell_path(*key)), Path(marker_path(*key)), plan["config"], code, cell_path(*key)))
     changes += [heal_link(Path(link), link) for link in view_links()]
@@ -336,6 +360,12 @@ def partition_code(wildcards):
 def pattern(kind, **values):
     """The `fdabench.core.paths` pattern of a kind of file, with the data root (and any `values`) filled in."""
     return paths.fill(getattr(paths, kind), data=DATA, **values)
+
+
+def job_pattern(kind):
+    """The `fdabench.core.paths` pattern of a kind of file as a shell command fills it from its job's wildcards (the
+    names are letters, digits and _ . + -: nothing to quote)."""
+    return re.sub(r"\{(\w+)\}", r"{wildcards.\1}", getattr(paths, kind))
 
 
 def suite_pattern(kind, **values):

@@ -1,12 +1,13 @@
-# Training: one job per (suite, experiment, method, target, seed) cell. The cell's resolved configuration
-# and its code fingerprint are rule parameters, so editing params.yaml, or code the cell depends on, reruns
-# exactly the cells affected.
+# Training: one job per (suite, experiment, method, target, seed) cell, named by the cell. The job reads the cell's
+# resolved configuration and code fingerprint from its plan file (fdabench.jobs.cell_plan); the plan's digest is a
+# rule parameter, so editing params.yaml, or code the cell depends on, reruns exactly the cells affected.
 
 
 rule train:
     input:
         prepared=lambda wildcards: prepared_path(wildcards.experiment),
         partition=pattern("PARTITION"),
+        plan=cell_plan_file,
         rerun=rerun_marker,
     output:
         # per cell in the report: no caption (a caption's links grow with the number of items; thousands of
@@ -15,8 +16,8 @@ rule train:
         # restores it when the rerun fails (the file records what it was computed with: fdabench.jobs.status)
         report(update(pattern("CELL")), category="Cells", subcategory="{experiment}", labels=cell_labels),
     params:
-        cell=cell_config,
-        code=cell_code,
+        cell=cell_name,
+        plan=cell_plan_digest,
     threads: PARAMS.value("threads_per_cell")
     resources:
         gpu=uses_gpu,
@@ -38,6 +39,7 @@ rule train:
     conda:
         "../envs/fdabench.yaml"
     shell:
-        "fdabench train --cell {params.cell:q} --code {params.code:q} --prepared {input.prepared:q} --partition {input.partition:q} "
+        f"fdabench train --plan {job_pattern('CELL_PLAN')} "
+        "--prepared {input.prepared:q} --partition {input.partition:q} "
         "--output {output:q} --threads {threads} --checkpoint-every {resources.checkpoint_every} "
         "--pin-gpu {resources.cuda_device} --device {resources.device_setting} > {log:q} 2>&1"

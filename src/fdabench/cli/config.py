@@ -63,10 +63,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fdabench.jobs.status import STATES, format_status, suite_status
     from fdabench.jobs.validation import load_checked_params
 
+    if args.cell:
+        return _cell_status(args)
     params = load_checked_params(args.params, layers=args.with_params, suite=args.suite)
     states = suite_status(params)
     print(format_status(params, states, show=STATES if args.all else STATES[1:]))
     return 1 if args.check and any(state.state != "current" for state in states) else 0
+
+
+def _cell_status(args: argparse.Namespace) -> int:
+    """`fdabench status CELL`: one cell in full (`fdabench.jobs.status.format_cell`)."""
+    from fdabench.cell.plugin_scope import cell_code
+    from fdabench.jobs.status import cell_state, format_cell, parse_cell_name
+    from fdabench.jobs.validation import load_checked_params
+
+    try:
+        suite, key = parse_cell_name(args.cell)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    if suite and args.suite and suite != args.suite:
+        raise CommandError(f"{args.cell} is a cell of suite {suite}, not of --suite {args.suite}")
+    params = load_checked_params(args.params, layers=args.with_params, suite=suite or args.suite)
+    if key not in set(params.cell_keys()):
+        raise CommandError(
+            f"{args.cell}: suite {params.suite_name} has no such cell; `fdabench cells` lists the suite's cells"
+        )
+    state = cell_state(params.cell(*key))
+    print(format_cell(state, cell_code(state.cell.config).to_json()))
+    return 1 if args.check and state.state != "current" else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,9 +119,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status",
         help="which cells of the active suite are current, edited (changed since their job wrote them), stale (other "
-        "config or code), failed or missing",
+        "config or code), failed or missing; or one cell in full, with its resolved configuration",
     )
     suite_arguments(p)
+    p.add_argument(
+        "cell",
+        nargs="?",
+        help="one cell, as its training job is named (suite/experiment/method/target/seed<N>, the suite optional) or "
+        "its result path: its state, files, resolved configuration and code fingerprint",
+    )
     p.add_argument("--all", action="store_true", help="list current cells too")
     p.add_argument("--check", action="store_true", help="exit with status 1 unless every cell is current")
     p.set_defaults(handler=cmd_status)

@@ -10,6 +10,7 @@ import argparse
 INPUT_KINDS = {
     "params": "a params file (YAML)",
     "cell": "a cell result (JSON)",
+    "cell_plan": "a cell's plan (JSON)",
     "table": "a table's metrics (JSON)",
     "archive": "a reproduction archive (.jsonl.gz)",
     "equivalences": "a code-equivalence record (JSON)",

@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from fdabench.cli.common import CommandError, bounded, json_argument, problem_arguments, require_json, require_prepared
-from fdabench.cli.files import OUTPUT, PathRole
+from fdabench.cli.file_arguments import reads
+from fdabench.cli.files import INPUT, OUTPUT, PathRole
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -19,17 +20,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_json_atomic
     from fdabench.federation.checkpoint import checkpoint_path
 
-    config = args.cell
+    config, code = _cell_and_code(args)
     if isinstance(config, dict) and "format" in config:
         raise CommandError(
             f"--cell is a file's contents (format {config['format']!r}), not a resolved cell configuration: pass the "
-            "cell's configuration, as the train rule does (a cell result's `config`)"
+            "cell's configuration (a cell result's `config`), or its plan file with --plan as the train rule does"
         )
     missing = [key for key in CELL_CONFIG_KEYS if not isinstance(config, dict) or key not in config]
     if missing:
         raise CommandError(
-            f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, as the train rule does "
-            "(`snakemake <cell path>` runs one cell)"
+            f"--cell lacks {', '.join(missing)}: pass a resolved cell configuration, or the cell's plan "
+            "file with --plan as the train rule does (`snakemake <cell path>` runs one cell)"
         )
     require_prepared(args.prepared)
     require_json(args.partition, "partition", "its partition job", kind="fdabench.partition")
@@ -56,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 on_round=on_round,
                 checkpoint=checkpoint,
                 checkpoint_every=args.checkpoint_every,
-                code=_own_code(config) if args.code is None else CodeFingerprint.from_json(args.code),
+                code=_own_code(config) if code is None else CodeFingerprint.from_json(code),
             )
     except CellInputError as error:
         raise SystemExit(str(error)) from None
@@ -69,9 +70,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cell_and_code(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(configuration, code fingerprint or None) the cell runs with: its plan file's (`--plan`), or `--cell` and
+    `--code`."""
+    from fdabench.jobs.cell_plan import read_plan
+
+    if args.plan is None:
+        return args.cell, args.code
+    if args.code is not None:
+        raise CommandError("--code goes with --cell; a plan file (--plan) carries its own code fingerprint")
+    try:
+        return read_plan(args.plan)
+    except FileNotFoundError:
+        message = f"{args.plan}: no such file; snakemake writes a cell's plan before it runs the cell"
+        raise CommandError(message) from None
+
+
 def _own_code(config: dict[str, Any]) -> Any:
-    """The cell's code fingerprint worked out here (`fdabench.cell.plugin_scope.cell_code`), as the train rule does;
-    None where the configuration names no registered member (the cell's set-up then says which)."""
+    """The cell's code fingerprint worked out here (`fdabench.cell.plugin_scope.cell_code`), as the Snakefile does
+    for a plan; None where the configuration names no registered member (the cell's set-up then says which)."""
     from fdabench.cell.plugin_scope import cell_code
     from fdabench.core.registry import UnknownNameError
 
@@ -133,12 +150,21 @@ def _checkpoint(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("train", help="run one cell and write its result JSON")
-    p.add_argument("--cell", type=json_argument, required=True, help="the resolved cell configuration (JSON)")
+    cell = p.add_mutually_exclusive_group(required=True)
+    reads(
+        cell.add_argument(
+            "--plan",
+            type=INPUT,
+            help="the cell's plan file: its resolved configuration and code fingerprint, as the train rule passes "
+            "them (fdabench.jobs.cell_plan)",
+        ),
+        "cell_plan",
+    )
+    cell.add_argument("--cell", type=json_argument, help="the resolved cell configuration (JSON)")
     p.add_argument(
         "--code",
         type=json_argument,
-        help="the cell's code fingerprint as the train rule worked it out (JSON: fingerprint, modules); default: "
-        "computed here",
+        help="with --cell: the cell's code fingerprint (JSON: fingerprint, modules); default: computed here",
     )
     problem_arguments(p)
     p.add_argument("--output", type=OUTPUT, required=True, help="the file to write")

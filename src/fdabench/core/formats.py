@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 CELL = "fdabench.cell/1"
+CELL_PLAN = "fdabench.cell_plan/1"
 PARTITION = "fdabench.partition/1"
 THEORY_INIT = "fdabench.theory_init/1"
 BENCH_GPU = "fdabench.bench_gpu/1"
@@ -17,6 +18,7 @@ CODE_EQUIVALENCES = "fdabench.code_equivalences/1"
 #: kind -> (what it is, the command that writes it)
 KINDS = {
     "fdabench.cell": ("a cell result", "fdabench train; results/cells/<suite>/..."),
+    "fdabench.cell_plan": ("a cell's plan", "snakemake, before it runs the cell; .snakemake/fdabench-cells/..."),
     "fdabench.partition": ("a partition", "fdabench partition; data/partitions/<suite>/..."),
     "fdabench.theory_init": ("a theory check's initial quantities", "fdabench theory init; results/initial/..."),
     "fdabench.bench_gpu": ("a GPU bench result", "fdabench bench gpu"),

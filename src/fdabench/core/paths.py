@@ -47,6 +47,8 @@ VIEW = "results/{view}"
 #: written before planning when a cell file must rerun although Snakemake considers it done (a training job's
 #: input while it exists: a new one, newer than the cell, reruns the cell; `fdabench.jobs.status.heal_workspace`)
 RERUN_MARKER = ".snakemake/fdabench-rerun/{suite}/{experiment}/{method}/{target}/seed{seed}"
+#: a cell's plan: the configuration and code fingerprint its training job runs with (`fdabench.jobs.cell_plan`)
+CELL_PLAN = ".snakemake/fdabench-cells/{suite}/{experiment}/{method}/{target}/seed{seed}.json"
 #: folders of results/ that are not suites (a suite of one of these names is refused)
 RESERVED_RESULT_FOLDERS = ("cells", "initial", "logs", "figures", "metrics", "plots", "dvclive")
 TABLE_EXTENSIONS = ("csv", "md", "json", "html")

@@ -8,9 +8,11 @@ plans, one by one)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fdabench.cell.digest import UNSEALED, digest_matches
 from fdabench.cell.plugin_scope import cell_code
@@ -104,9 +106,51 @@ def sweep_progress(params: Params, states: list[CellState]) -> list[str]:
     return lines
 
 
+def cell_name(cell: Cell) -> str:
+    """A cell by name, as its training job is named: suite/experiment/method/target/seed<N>."""
+    return f"{cell.suite}/{cell.experiment}/{cell.method}/{cell.target}/seed{cell.seed}"
+
+
+def parse_cell_name(text: str) -> tuple[str | None, tuple[str, str, str, int]]:
+    """(suite or None, (experiment, method, target, seed)) of a cell named as `cell_name` names it, without the
+    suite, or by its result path (results/cells/...json); a ValueError for anything else."""
+    name = text.removeprefix("./").removeprefix(paths.CELL.split("{")[0]).removesuffix(".json")
+    parts = name.split("/")
+    if len(parts) not in (4, 5) or not parts[-1].startswith("seed") or not parts[-1][4:].isdigit():
+        raise ValueError(
+            f"{text!r} names no cell: give suite/experiment/method/target/seed<N> (a training job's name, the suite "
+            "optional) or the cell's result path"
+        )
+    suite = parts[0] if len(parts) == 5 else None
+    experiment, method, target, seed = parts[-4:]
+    return suite, (experiment, method, target, int(seed[4:]))
+
+
+def format_cell(state: CellState, code: dict[str, Any]) -> str:
+    """One cell in full: its state, its files, the resolved configuration it runs with and the code fingerprint
+    (`{fingerprint, modules}`) its result depends on, as params.yaml and the source give them now."""
+    cell = state.cell
+    lines = [f"{cell_name(cell)}: {state.state}" + (f"  {state.reason}" if state.reason else "")]
+    plan = paths.fill(paths.CELL_PLAN, **_fields(cell))
+    lines += [f"  result: {cell.path}", f"  plan:   {plan}", f"  log:    {cell.log_path}", "configuration:"]
+    lines += ["  " + line for line in json.dumps(cell.config, indent=2, sort_keys=True).splitlines()]
+    lines.append(f"code fingerprint: {code['fingerprint']}")
+    lines += [f"  {module} {digest}" for module, digest in sorted(code["modules"].items())]
+    return "\n".join(lines)
+
+
+def _fields(cell: Cell) -> dict[str, Any]:
+    return {
+        "suite": cell.suite,
+        "experiment": cell.experiment,
+        "method": cell.method,
+        "target": cell.target,
+        "seed": cell.seed,
+    }
+
+
 def rerun_marker(cell: Cell) -> str:
-    fields = {"suite": cell.suite, "experiment": cell.experiment, "method": cell.method, "target": cell.target}
-    return paths.fill(paths.RERUN_MARKER, **fields, seed=cell.seed)
+    return paths.fill(paths.RERUN_MARKER, **_fields(cell))
 
 
 def heal_workspace(params: Params, links: list[str], root: Path = Path(".")) -> list[str]:
