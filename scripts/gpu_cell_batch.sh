@@ -5,7 +5,8 @@
 #
 # Here: builds the data and partitions the cells need that are missing (snakemake, up to the partitions), then writes
 # .gpu_batch/commands.txt (each cell's exact `fdabench train` command, from `snakemake -n -p`) and
-# .gpu_batch/run.sh, and prints the folders to carry. There (repository root, $OUT the folder that comes back):
+# .gpu_batch/run.sh (each cell's plan file in .gpu_batch/plans), and prints the folders to carry. There (repository
+# root, $OUT the folder that comes back):
 # `bash .gpu_batch/run.sh` runs PROCESSES cells at a time (FDABENCH_FORKSERVER=0: one process per cell) and
 # packs every finished cell into $OUT/cells.tgz, so a machine that returns few files returns them all. Back here:
 # `tar xzf cells.tgz` in the checkout, then `fdabench archive add results/cells/SUITE ...`, which takes them only
@@ -26,22 +27,28 @@ snakemake -n -p --nolock --config suite="$suite" -- "$@" > "$batch/dry_run.log" 
     || { tail -n 30 "$batch/dry_run.log" >&2; echo "snakemake's dry run failed: $batch/dry_run.log" >&2; exit 1; }
 sed -n 's/^Shell command: //p' "$batch/dry_run.log" > "$batch/jobs.txt"
 
-# the data and partitions the cells need (cheap): built here by the workflow itself, in its order
-partitions=$(sed -n 's/^fdabench train.* --partition \([^ ]*\) .*/\1/p' "$batch/jobs.txt" | sort -u)
-if [ -n "$partitions" ]; then
-    snakemake --cores 1 --config suite="$suite" -- $partitions > "$batch/partitions.log" 2>&1 \
+# the data and partitions the cells need (cheap), and each cell's plan file (its resolved configuration and code,
+# which its train command reads: fdabench.jobs.cell_plan): built here by the workflow itself, up to the partitions
+if grep -q '^fdabench train' "$batch/jobs.txt"; then
+    snakemake --cores 1 --until partition --config suite="$suite" -- "$@" > "$batch/partitions.log" 2>&1 \
         || { tail -n 30 "$batch/partitions.log" >&2; echo "building the partitions failed: $batch/partitions.log" >&2; exit 1; }
 fi
 
 { grep '^fdabench train' "$batch/jobs.txt" || true; } | python3 -c '
-import re, sys
+import re, shutil, sys
+from pathlib import Path
 for line in sys.stdin:  # the output and log under $OUT/work, no checkpoints (a killed cell reruns whole)
+    plan = re.search(r"--plan (\S+)", line)[1]  # carried in the batch folder
+    copy = Path(sys.argv[1], "plans", plan)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(plan, copy)
+    line = line.replace(f"--plan {plan}", f"--plan {copy}")
     output = re.search(r"--output (\S+)", line)[1]
     log = output.removeprefix("results/cells/").replace("/", "_").removesuffix(".json") + ".log"
     line = line.replace("fdabench train", "python3 -m fdabench train", 1).replace(f"--output {output}", f"--output \"$OUT/work/{output}\"")
     line = re.sub(r"--checkpoint-every \d+", "--checkpoint-every 0", line)
     print(re.sub(r" > results/logs/\S+ 2>&1$", f" > \"$OUT/work/logs/{log}\" 2>&1", line.rstrip("\n")))
-' > "$batch/commands.txt"
+' "$batch" > "$batch/commands.txt"
 cells=$(wc -l < "$batch/commands.txt")
 [ "$cells" -gt 0 ] || { echo "no cell to run: every one is finished (or none was named)" >&2; exit 1; }
 

@@ -22,8 +22,9 @@ PATH_WORDS = re.compile(
 # arguments whose paths a command's `derived_files` declares (their meaning depends on another argument)
 DERIVED = {("flower", "cell")}
 # a suite's name, whose help mentions the README block it is quoted in; a tracking URI, which may name a server (its
-# default, MLflow's own, is a SQLite store in the current folder)
-NOT_FILES = {("compare", "suite"), ("export", "tracking_uri")}
+# default, MLflow's own, is a SQLite store in the current folder); a cell's job name or its result path, which `status`
+# only reads (it writes nothing, and reads the result as every reader of cell files does, `fdabench.cell.reading`)
+NOT_FILES = {("compare", "suite"), ("export", "tracking_uri"), ("status", "cell")}
 INTERNAL = {("forkserver",)}  # the fork server's socket is not a command's file
 
 
@@ -100,10 +101,16 @@ def _value(action: argparse.Action, files: dict[PathRole, str]) -> str:
 def _command_line(name: tuple[str, ...], parser: argparse.ArgumentParser, files: dict[PathRole, str], given: dict):
     """A command line of `name` that parses: every positional and required option filled, plus `given`."""
     argv = list(name)
+    # a required group of alternatives (train's --plan or --cell): its first member, unless `given` names one
+    chosen = {
+        group._group_actions[0].dest
+        for group in parser._mutually_exclusive_groups
+        if group.required and not any(action.dest in given for action in group._group_actions)
+    }
     for action in _valued(parser):
         if action.dest in given:
             value = given[action.dest]
-        elif action.option_strings and not action.required:
+        elif action.option_strings and not action.required and action.dest not in chosen:
             continue
         else:
             value = _value(action, files)

@@ -17,7 +17,7 @@ from typing import Any
 
 from fdabench.core.formats import CELL_PLAN, check_kind
 from fdabench.core.io import canonical_json, write_text_atomic
-from fdabench.core.readers import FileReadError, read_json_object
+from fdabench.core.readers import FileReadError, read_json_object, read_text
 
 
 def plan_text(config: dict[str, Any], code: dict[str, Any]) -> str:
@@ -36,10 +36,10 @@ def write_plan(path: Path, config: dict[str, Any], code: dict[str, Any]) -> bool
     Snakemake does not take it for a new input); whether it was written."""
     text = plan_text(config, code)
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if path.exists() and read_text(path, "a cell's plan") == text:
             return False
-    except (OSError, UnicodeDecodeError):
-        pass  # missing or unreadable: written again
+    except FileReadError:
+        pass  # unreadable: written again
     write_text_atomic(path, text)
     return True
 
