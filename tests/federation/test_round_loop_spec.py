@@ -357,3 +357,46 @@ def test_the_broadcast_reaches_the_target_only_where_the_method_sends_it_there()
     inputs = SimpleNamespace(broadcast=torch.ones(3))
     assert target_broadcast(SimpleNamespace(delivery=Delivery(broadcast_to_target=False)), inputs) is None
     assert target_broadcast(SimpleNamespace(delivery=Delivery()), inputs) is inputs.broadcast
+
+
+def test_after_a_round_in_which_the_target_trained_the_buffers_are_the_targets(problem):
+    """BatchNorm statistics are not averaged with the sources' after a round in which the target trained: the model is
+    evaluated on the target domain, so the global buffers become the target's."""
+    settings = TrainSettings.from_dict({**TINY_TRAIN, "rounds": 2, "model_options": {"hidden": [16], "norm": "batch"}})
+    recorded, after = [], []
+
+    def hook(sites):
+        recorded.append(_RecordedSites(sites))
+        return recorded[0]
+
+    def after_round(record, total):
+        after.append([b.detach().clone() for b in model.buffers()])
+
+    model = build_cell_model(problem, settings, 0, CPU)
+    run_rounds(get_method("fedgp"), problem, settings, 0, CPU, on_round=after_round, model=model, sites_hook=hook)
+    assert len(after) == len(recorded[0].rounds) == 2
+    for buffers, seen in zip(after, recorded[0].rounds, strict=True):
+        target = seen["target"].buffers
+        assert target and all(torch.equal(b, t) for b, t in zip(buffers, target, strict=True))
+        assert not all(torch.equal(b, s) for b, s in zip(buffers, seen["sources"].buffers[0], strict=True))
+
+
+def test_a_target_that_receives_the_source_updates_is_sent_only_those_that_came():
+    """The target's bytes of a round (`rounds.train_target`): θ down and its update and count up; forwarded source
+    updates down only where there are some (none answered: nothing forwarded)."""
+    from types import SimpleNamespace
+
+    from fdabench.federation.delivery import COUNT_BYTES, Traffic
+    from fdabench.federation.rounds import train_target
+    from fdabench.federation.rule_interface import Phase, RoundInputs
+
+    result = SimpleNamespace(update=torch.zeros(5), samples=3, steps=1)
+    reply = SimpleNamespace(result=result, statistics=None, buffers=[], message=None)
+    clients = SimpleNamespace(has_target=True, train_target=lambda inputs, start, local: reply)
+    method = SimpleNamespace(delivery=Delivery(source_updates=True), target_start=lambda inputs: inputs.global_params)
+    inputs = RoundInputs(0, torch.zeros(5), (5,), None)
+    trained = train_target(clients, method, inputs, None, Phase("fda", 1), update_bytes=20, broadcast_bytes=0)
+    assert trained.trained and trained.traffic == Traffic(uplink=20 + COUNT_BYTES, downlink=20)
+    inputs.source_updates = torch.zeros(2, 5)
+    forwarded = train_target(clients, method, inputs, None, Phase("fda", 1), update_bytes=20, broadcast_bytes=0)
+    assert forwarded.traffic == Traffic(uplink=20 + COUNT_BYTES, downlink=20 + 2 * 20)
