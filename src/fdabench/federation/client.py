@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +16,30 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 
 StepObserver = Callable[[Tensor], None]
+_GROUP = threading.local()  # the group of cells this thread's cell trains in (`federation.lockstep`), if any
+
+
+class Group(Protocol):
+    """What a cell's group (`federation.lockstep`) offers its local training and evaluation: the result computed with
+    the stacked kernels, together with the other cells' requests, or None where the call is computed one by one."""
+
+    stacked: bool  # whether the cell computes with the stacked kernels (its `batching` setting)
+
+    def train(self, space, start, data, settings, loss_fn, generator) -> LocalResult | None: ...
+
+    def evaluate(self, model, data, task, batch_size) -> dict[str, float] | None: ...
+
+
+def active_group() -> Group | None:
+    """The group this thread's cell trains in, or None (a cell alone)."""
+    return getattr(_GROUP, "group", None)
+
+
+def join_group(group: Group | None) -> None:
+    """Make this thread's local training and evaluation go through `group` (None: alone again)."""
+    _GROUP.group = group
+
+
 #: loss of one batch: (model, client data, batch index or None for all samples) -> scalar
 BatchLoss = Callable[[nn.Module, "ClientData", "Tensor | None"], Tensor]
 
@@ -137,6 +163,11 @@ def train_locally(
     the gradient of every step before the optimiser sees it (SCAFFOLD's c − c_i, Karimireddy et al. 2020, Alg. 1
     line 10).
     """
+    group = active_group()
+    if group is not None and on_step is None and batch_loss is None and proximal is None and correction is None:
+        result = group.train(space, start, data, settings, loss_fn, generator)
+        if result is not None:
+            return result
     if batch_loss is None:
         batch_loss = lambda net, client, index: loss_fn(net(client.inputs(index)), client.labels(index))
     model: nn.Module = space.model
@@ -179,16 +210,34 @@ def train_locally(
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ClientData, task: str, batch_size: int = 1024) -> dict[str, float]:
     """Mean loss and accuracy (classification; plus ROC-AUC for two classes) or mean squared error
-    (regression) on `data`. A one-output model's output is the log-odds of class 1: predicted 1 when its
-    probability is above 0.5 (FLamby's Fed-Heart metric), and its AUC ranks by that logit."""
+    (regression) on `data` (`evaluation_metrics`), in batches of `batch_size`. Inside a group of cells trained
+    together (`federation.lockstep`), the group evaluates every cell's model at once, with the same numbers."""
+    group = active_group()
+    if group is not None:
+        metrics = group.evaluate(model, data, task, batch_size)
+        if metrics is not None:
+            return metrics
     model.eval()
     loss_fn = loss_function(task)
-    total_loss, correct, binary_scores = 0.0, 0, []
+    outputs, losses = [], []
     for begin in range(0, len(data), batch_size):
         window = slice(begin, begin + batch_size)
-        x, y = data.inputs(window), data.labels(window)
-        output = model(x)
-        total_loss += float(loss_fn(output, y)) * len(y)
+        output = model(data.inputs(window))
+        outputs.append(output)
+        losses.append(float(loss_fn(output, data.labels(window))))
+    return evaluation_metrics(outputs, losses, data, task)
+
+
+def evaluation_metrics(outputs: list[Tensor], losses: list[float], data: ClientData, task: str) -> dict[str, float]:
+    """`evaluate`'s metrics from a model's outputs on `data`'s consecutive batches and each batch's mean loss. A
+    one-output model's output is the log-odds of class 1: predicted 1 when its probability is above 0.5 (FLamby's
+    Fed-Heart metric), and its AUC ranks by that logit."""
+    total_loss, correct, binary_scores = 0.0, 0, []
+    begin = 0
+    for output, loss in zip(outputs, losses, strict=True):
+        y = data.labels(slice(begin, begin + len(output)))
+        begin += len(output)
+        total_loss += loss * len(y)
         if task == "classification" and output.shape[1] == 1:  # binary log-odds (`classification_loss`)
             correct += int(((output[:, 0] > 0).long() == y).sum())
             binary_scores.append(output[:, 0])

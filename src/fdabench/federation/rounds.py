@@ -40,6 +40,7 @@ from fdabench.core.streams import stream
 from fdabench.federation.checkpoint import Checkpoints, loop_state, restore_loop
 from fdabench.federation.client import LocalSettings, loss_function
 from fdabench.federation.delivery import Traffic, sources_traffic, target_traffic, tensor_bytes
+from fdabench.federation.lockstep import batching_scope
 from fdabench.federation.parameters import ParameterSpace, average_buffers
 from fdabench.federation.participation import asked_sources
 from fdabench.federation.problem import FederatedProblem
@@ -235,6 +236,23 @@ def run_rounds(
     `sites` makes, from the loop's model, what trains and evaluates the clients (default: `LocalSites`, every
     client in this process; `fdabench.flower` sends the same calls to sites over Flower); `sites_hook` wraps
     them (the cell benchmark's timing, `TimedSites`)."""
+    with batching_scope(settings.batching, device):
+        return _run_rounds(method, problem, settings, seed, device, on_round, model, checkpoints, sites, sites_hook)
+
+
+def _run_rounds(
+    method: RoundRules,
+    problem: FederatedProblem,
+    settings: TrainSettings,
+    seed: int,
+    device: torch.device,
+    on_round: RoundCallback | None = None,
+    model: torch.nn.Module | None = None,
+    checkpoints: Checkpoints | None = None,
+    sites: Callable[[ParameterSpace], Sites] | None = None,
+    sites_hook: Callable[[Sites], Sites] | None = None,
+) -> dict[str, Any]:
+    """`run_rounds` under the cell's `batching` scope."""
     if model is None:
         model = build_cell_model(problem, settings, seed, device)
     model = method.prepare_model(model, problem).to(device)

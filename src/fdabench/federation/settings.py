@@ -78,6 +78,13 @@ TRAIN_SCHEMA: dict[str, Any] = {
         "not yet measured on a GPU)",
         "default": "auto",
     },
+    "batching": {
+        "enum": ["off", "stacked"],
+        "description": "how the cell's plain local training and evaluation are computed: off (unset), one by one; "
+        "stacked, with batched kernels (fdabench.federation.stacked), alone or together with the other cells of a "
+        "group, with the same result either way (it may differ from one-by-one training in the last bits, so it is "
+        "part of the cell's identity)",
+    },
     "participation": {
         "type": "number",
         "exclusiveMinimum": 0,
@@ -107,7 +114,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     key: copy.deepcopy(spec["default"]) for key, spec in TRAIN_SCHEMA.items() if "default" in spec
 }
 #: settings whose absence means "not set" (their description says what that does): neither defaulted nor required
-OPTIONAL_TRAIN: tuple[str, ...] = ("target_order",)
+OPTIONAL_TRAIN: tuple[str, ...] = ("target_order", "batching")
 REQUIRED_TRAIN: tuple[str, ...] = tuple(
     key for key, spec in TRAIN_SCHEMA.items() if "default" not in spec and key not in OPTIONAL_TRAIN
 )
@@ -148,6 +155,7 @@ class TrainSettings:
     participation: float
     source_dropout: float
     target_order: str = "shuffled"
+    batching: str = "off"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainSettings:
