@@ -34,6 +34,26 @@ def cmd_bench_cell(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_cells(args: argparse.Namespace) -> int:
+    from fdabench.config.lookup import MissingCellInputs
+    from fdabench.core.io import write_json_atomic
+    from fdabench.speed.cells import bench_cells
+
+    params, experiment, method = suite_cell(args, "bench cells")
+    device = None if args.device == "all" else args.device
+    try:
+        result = bench_cells(
+            params, experiment, method, args.targets, args.seeds, args.draws, args.repeats or 2, device
+        )
+    except (MissingCellInputs, ValueError) as error:
+        print(f"fdabench: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in result.items() if k != "finals"}, indent=1))
+    if args.output:
+        write_json_atomic(args.output, result)
+    return 0
+
+
 def cmd_bench_gpu(args: argparse.Namespace) -> int:
     from fdabench.core.io import write_text_atomic
     from fdabench.core.readers import FileReadError, read_json, read_text
@@ -81,6 +101,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.what == "cell":
         return cmd_bench_cell(args)
+    if args.what == "cells":
+        return cmd_bench_cells(args)
     if args.what == "gpu":
         return cmd_bench_gpu(args)
     if args.what == "aggregation":
@@ -112,10 +134,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "start-up; a few rounds of one cell against centralised training (cell SUITE EXPERIMENT METHOD); a GPU "
         "machine checked and measured within a time budget (gpu)",
     )
-    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell", "gpu"], help="which benchmark")
+    p.add_argument("what", choices=["aggregation", "memory", "startup", "cell", "cells", "gpu"], help="which benchmark")
     p.add_argument(
-        "cell", nargs="*", metavar="SUITE EXPERIMENT METHOD", help="cell: which cell (its first target and seed)"
+        "cell",
+        nargs="*",
+        metavar="SUITE EXPERIMENT METHOD",
+        help="cell: which cell (its first target and seed); cells: which cells (every target and seed, or those given)",
     )
+    p.add_argument("--targets", nargs="+", help="cells: the targets (default: the experiment's)")
+    p.add_argument(
+        "--seeds", type=bounded("seeds"), nargs="+", help="cells: the seeds (default: the suite's; any others too)"
+    )
+    p.add_argument("--draws", type=bounded("count"), help="cells: the method's first K sweep draws (a sweep suite)")
     cell_arguments(p, "cell")
     p.add_argument(
         "--rounds", type=bounded("rounds"), default=3, help="cell: FDA rounds to time, after at most one warm-up round"
@@ -138,10 +168,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--repeats",
         type=bounded("count"),
-        help="aggregation, startup: timings of each (default 5); cell --cohort both: runs of each mode (default 2)",
+        help="aggregation, startup: timings of each (default 5); cell --cohort both, cells: runs of each mode "
+        "(default 2)",
     )
     p.add_argument("--threads", type=bounded("threads_per_cell"), help="torch CPU threads (default: torch's)")
-    p.add_argument("--output", type=OUTPUT, help="also write the table as CSV (cell: the measurements as JSON)")
+    p.add_argument("--output", type=OUTPUT, help="also write the table as CSV (cell, cells: the measurements as JSON)")
     p.add_argument(
         "--dry-run",
         action="store_true",

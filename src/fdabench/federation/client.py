@@ -27,6 +27,10 @@ class Group(Protocol):
 
     def train(self, space, start, data, settings, loss_fn, generator) -> LocalResult | None: ...
 
+    def train_all(self, requests) -> list[LocalResult] | None:
+        """Several plain local trainings at once (`federation.stacked.TrainRequest`s: a cell's sources), in order."""
+        ...
+
     def evaluate(self, model, data, task, batch_size) -> dict[str, float] | None: ...
 
 

@@ -11,20 +11,18 @@ runs at a time: a cell runs until it asks for a local training or an evaluation 
 every cell is waiting or done, the waiting requests are computed, those with the same signature together
 (`stacked.groups_by_signature`), and every waiting cell gets its answer and runs on. Everything else a cell does (its
 method's aggregation, local training with an observer or a proximal term, the records, its checkpoints) runs in its
-own thread exactly as alone. A cell sees its own global random state (saved and restored at every switch). So a
+own thread exactly as alone. A cell sees its own torch global random state (saved and restored at every switch). So a
 cell's result does not depend on its group, its position in it or whether it has one
 (tests/federation/test_lockstep.py)."""
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -57,24 +55,25 @@ class GroupStatistics:
 
 
 class _RandomState:
-    """The process's global random states (torch's CPU and CUDA generators, NumPy's, Python's) of one cell."""
+    """torch's global random states (CPU, and CUDA once it is in use) of one cell: what a model's initialisation and
+    dropout draw from. NumPy's and Python's global generators are not kept per cell (saving NumPy's costs 80 µs a
+    switch, as much as the switch itself): fdabench's training draws from its own seeded generators
+    (`core.streams`), and a plugin must too, or its draws would depend on its group (docs/extending.md)."""
 
     def __init__(self):
         self.saved: tuple | None = None
 
     def save(self) -> None:
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        self.saved = (torch.get_rng_state(), cuda, np.random.get_state(), random.getstate())
+        self.saved = (torch.get_rng_state(), cuda)
 
     def restore(self) -> None:
         if self.saved is None:
             return
-        cpu, cuda, numpy_state, python_state = self.saved
+        cpu, cuda = self.saved
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
-        np.random.set_state(numpy_state)
-        random.setstate(python_state)
 
 
 class _Cell:
@@ -82,10 +81,11 @@ class _Cell:
 
     def __init__(self, job: Callable[[], Any]):
         self.job = job
-        self.turn = threading.Event()
+        self.turn = threading.Lock()  # held while the cell must wait; the scheduler releases it to let the cell run
+        self.turn.acquire()
         self.random = _RandomState()
-        self.request: TrainRequest | EvaluationRequest | None = None
-        self.answer: Any = None
+        self.requests: list[TrainRequest | EvaluationRequest] = []
+        self.answers: list[Any] = []
         self.error: BaseException | None = None
         self.done = False
         self.outcome: Any = None
@@ -97,8 +97,8 @@ class Lockstep:
 
     def __init__(self):
         self.statistics = GroupStatistics()
-        self._back = threading.Event()
-        self._current: _Cell | None = None
+        self._back = threading.Lock()  # held while a cell runs; the cell releases it when it asks or ends
+        self._back.acquire()
 
     def run(self, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
         cells = [_Cell(job) for job in jobs]
@@ -125,15 +125,11 @@ class Lockstep:
 
     def _hand_over(self, cell: _Cell) -> None:
         """Let `cell` run until it asks for something or ends."""
-        self._current = cell
-        self._back.clear()
-        cell.turn.set()
-        self._back.wait()
-        self._current = None
+        cell.turn.release()
+        self._back.acquire()
 
     def _serve(self, cell: _Cell) -> None:
-        cell.turn.wait()
-        cell.turn.clear()
+        cell.turn.acquire()
         cell.random.restore()
         join_group(_Member(self, cell))
         try:
@@ -143,34 +139,34 @@ class Lockstep:
         finally:
             join_group(None)
             cell.done = True
-            self._back.set()
+            self._back.release()
 
-    def wait_for_answer(self, cell: _Cell, request: TrainRequest | EvaluationRequest) -> Any:
-        """Called in `cell`'s thread: hand `request` to the scheduler, wait for the group's answer."""
-        cell.request, cell.answer, cell.error = request, None, None
+    def wait_for_answers(self, cell: _Cell, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
+        """Called in `cell`'s thread: hand `requests` to the scheduler, wait for the group's answers (in order)."""
+        cell.requests, cell.answers, cell.error = requests, [None] * len(requests), None
         cell.random.save()
-        self._back.set()
-        cell.turn.wait()
-        cell.turn.clear()
+        self._back.release()
+        cell.turn.acquire()
         cell.random.restore()
         if cell.error is not None:
             raise cell.error
-        return cell.answer
+        return cell.answers
 
     def _answer(self, cells: list[_Cell]) -> None:
-        """Compute every waiting cell's request, those with the same signature together."""
-        requests = [cell.request for cell in cells]
+        """Compute every waiting cell's requests, those with the same signature together."""
+        asked = [(cell, position) for cell in cells for position in range(len(cell.requests))]
+        requests = [cell.requests[position] for cell, position in asked]
         stats = self.statistics
         for group in groups_by_signature(requests):
-            members = [cells[index] for index in group]
-            batch = [cell.request for cell in members]
+            members = [asked[index] for index in group]
+            batch = [requests[index] for index in group]
             kind = "train" if isinstance(batch[0], TrainRequest) else "evaluate"
             stats.requests += len(batch)
             stats.by_kind[kind] = stats.by_kind.get(kind, 0) + len(batch)
             try:
                 answers = _compute(batch)
             except Exception as error:  # each cell of the group raises it in its own thread
-                for cell in members:
+                for cell, _ in members:
                     cell.error = error
                 continue
             if len(batch) > 1:
@@ -178,10 +174,19 @@ class Lockstep:
                 stats.stacked_requests += len(batch)
             else:
                 stats.lone_calls += 1
-            for cell, answer in zip(members, answers, strict=True):
-                cell.answer = answer
+            for (cell, position), answer in zip(members, answers, strict=True):
+                cell.answers[position] = answer
         for cell in cells:
-            cell.request = None
+            cell.requests = []
+
+
+def compute_grouped(requests: Sequence[TrainRequest | EvaluationRequest]) -> list[Any]:
+    """Every request's answer, in order: those of one signature computed together (`_compute`)."""
+    answers: list[Any] = [None] * len(requests)
+    for group in groups_by_signature(requests):
+        for index, answer in zip(group, _compute([requests[i] for i in group]), strict=True):
+            answers[index] = answer
+    return answers
 
 
 def _compute(batch: list[TrainRequest | EvaluationRequest]) -> list[Any]:
@@ -209,6 +214,11 @@ class Solo:
         if not stackable_model(space.model):
             return None
         return train_stacked([TrainRequest(space, start, data, settings, loss_fn, generator)])[0]
+
+    def train_all(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
+        if not (requests and all(stackable_model(r.space.model) for r in requests)):
+            return None
+        return compute_grouped(requests)
 
     def evaluate(self, model: nn.Module, data: ClientData, task: str, batch_size: int) -> dict[str, float] | None:
         if not stackable_model(model):
@@ -267,12 +277,18 @@ class _Member:
     ) -> LocalResult | None:
         if not (self.stacked and stackable_model(space.model)):
             return None
-        return self.lockstep.wait_for_answer(self.cell, TrainRequest(space, start, data, settings, loss_fn, generator))
+        request = TrainRequest(space, start, data, settings, loss_fn, generator)
+        return self.lockstep.wait_for_answers(self.cell, [request])[0]
+
+    def train_all(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
+        if not (self.stacked and requests and all(stackable_model(r.space.model) for r in requests)):
+            return None
+        return self.lockstep.wait_for_answers(self.cell, requests)
 
     def evaluate(self, model: nn.Module, data: ClientData, task: str, batch_size: int) -> dict[str, float] | None:
         if not (self.stacked and stackable_model(model)):
             return None
-        return self.lockstep.wait_for_answer(self.cell, EvaluationRequest(model, data, task, batch_size))
+        return self.lockstep.wait_for_answers(self.cell, [EvaluationRequest(model, data, task, batch_size)])[0]
 
 
 def run_together(jobs: Sequence[Callable[[], Any]]) -> tuple[list[Any], GroupStatistics]:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from fdabench.core.streams import stream
-from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
+from fdabench.federation.client import LocalResult, LocalSettings, active_group, evaluate, train_locally
 from fdabench.federation.client_state import (
     ClientState,
     LocalClient,
@@ -35,6 +35,7 @@ from fdabench.federation.participation import dropped_sources
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.records import primary_metric
 from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext, target_broadcast
+from fdabench.federation.stacked import TrainRequest
 from fdabench.federation.validation import validation_metrics
 
 
@@ -228,15 +229,16 @@ class LocalSites:
         self.source_counts = torch.tensor([len(s) for s in self.sources], dtype=torch.float32, device=device)
         self.has_target = self.target is not None
         self.generators = [client_generator(seed, index) for index in range(len(self.sources) + 1)]
-        # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain
-        # local training allow it
-        self.cohort = (
+        #: whether the sources train plainly (no batch loss, proximal term, client state or round of their own)
+        self.plain_sources = (
             method.source_batch_loss(loss_fn) is None
             and method.local_proximal() is None
             and not method.keeps_client_state
-            and type(method).local_round is StatefulRules.local_round  # no round of its own
-            and use_cohort(cohort, device, space.model, self.sources)
+            and type(method).local_round is StatefulRules.local_round
         )
+        # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain
+        # local training allow it
+        self.cohort = self.plain_sources and use_cohort(cohort, device, space.model, self.sources)
         #: vectorised cohorts a source round trains (0: the sources train one by one)
         self.cohorts_per_round = sum(len(group) > 1 for group in size_groups(self.sources)) if self.cohort else 0
         #: each client's state between rounds (`federation.client_state`), by name (the target's under its name),
@@ -265,6 +267,9 @@ class LocalSites:
         dropped = set(dropped_sources(asked, self.dropout, self.seed, round_index))
         training = [index for index in asked if index not in dropped]
         present = None if training == everyone else training
+        stacked = self._train_stacked(start, settings, training)
+        if stacked is not None:
+            return SourceRound(stacked, present=present)
         if self.cohort and training:
             sources = [self.sources[index] for index in training]
             generators = [self.generators[index] for index in training]
@@ -307,6 +312,18 @@ class LocalSites:
                 replies.buffers.append(self.space.get_buffers())
         self.space.set_buffers(shared)  # and so does the target after them
         return replies
+
+    def _train_stacked(self, start: Tensor, settings: LocalSettings, training: list[int]) -> list[LocalResult] | None:
+        """The `training` sources' updates, computed together by the cell's group where the cell computes stacked
+        (`federation.lockstep`: `batching: stacked`) and the sources train plainly; None: they train one by one."""
+        group = active_group()
+        if group is None or not group.stacked or not training or not self.plain_sources:
+            return None
+        requests = [
+            TrainRequest(self.space, start, self.sources[i], settings, self.loss_fn, self.generators[i])
+            for i in training
+        ]
+        return group.train_all(requests)
 
     def train_target(self, inputs: RoundInputs, start: Tensor, settings: LocalSettings) -> TargetRound:
         reply = train_target_round(

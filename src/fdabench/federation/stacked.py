@@ -26,6 +26,7 @@ would take different steps are in different groups.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -79,18 +80,78 @@ def aligned_stack(tensors: Sequence[Tensor]) -> Tensor:
     return buffer.as_strided((len(tensors), *first.shape), (padded, *strides))
 
 
+_ARCHITECTURES: weakref.WeakKeyDictionary[nn.Module, tuple] = weakref.WeakKeyDictionary()
+
+
 def architecture(model: nn.Module) -> tuple:
     """What two models must share for one to compute the other's forward pass from its parameters: the module tree
-    (types and settings, as `repr` shows them) and every parameter's name, shape, dtype and device."""
-    shapes = tuple((name, tuple(p.shape), p.dtype, str(p.device)) for name, p in model.named_parameters())
-    return (type(model).__qualname__, repr(model), shapes)
+    (types and settings, as `repr` shows them) and every parameter's name, shape, dtype and device. Worked out once
+    per model (a cell's model keeps its architecture: a method that needs another builds another model)."""
+    known = _ARCHITECTURES.get(model)
+    if known is None:
+        shapes = tuple((name, tuple(p.shape), p.dtype, str(p.device)) for name, p in model.named_parameters())
+        known = _ARCHITECTURES[model] = (type(model).__qualname__, repr(model), shapes)
+    return known
+
+
+def named_parameters(model: nn.Module) -> dict[str, Tensor]:
+    """The model's parameters by name, looked up once per model (as `architecture`)."""
+    known = _PARAMETERS.get(model)
+    if known is None:
+        known = _PARAMETERS[model] = dict(model.named_parameters())
+    return known
+
+
+_PARAMETERS: weakref.WeakKeyDictionary[nn.Module, dict[str, Tensor]] = weakref.WeakKeyDictionary()
 
 
 def inputs_signature(data: ClientData) -> tuple:
     """What stacked batches of two clients' inputs need in common: sample count, input shape, dtype and device, and
-    whether their noise is redrawn at each read (from a generator)."""
-    redrawn = bool(data.noise_std) and data.noise is None
-    return (len(data), tuple(data.x.shape[1:]), data.x.dtype, str(data.x.device), data.y.dtype, redrawn)
+    how `ClientData.inputs` adds their feature noise (none, fixed per sample, or redrawn at each read)."""
+    noise = "none" if not data.noise_std else "fixed" if data.noise is not None else "redrawn"
+    return (len(data), tuple(data.x.shape[1:]), data.x.dtype, str(data.x.device), data.y.dtype, noise)
+
+
+def aligned(tensor: Tensor) -> Tensor:
+    """`tensor` ([K, ...]) with every slice on a 64-byte boundary (`aligned_stack`): itself where its slices already
+    are, else an aligned copy."""
+    if tensor.is_contiguous() and all(tensor[k].data_ptr() % 64 == 0 for k in range(min(2, len(tensor)))):
+        return tensor
+    return aligned_stack(list(tensor.unbind(0)))
+
+
+class StackedData:
+    """The samples of a group's clients (one signature), stacked once, so that each step gathers every client's batch
+    in one indexing operation, with the values `ClientData.inputs` and `labels` give (clients whose noise is redrawn
+    at each read are read one by one, drawing in the same order)."""
+
+    def __init__(self, clients: Sequence[ClientData]):
+        self.clients = clients
+        self.one_by_one = inputs_signature(clients[0])[-1] == "redrawn"
+        self.x = None if self.one_by_one else torch.stack([client.x for client in clients])
+        noisy = not self.one_by_one and bool(clients[0].noise_std)
+        self.noise = torch.stack([client.noise for client in clients]) if noisy else None
+        self.y = torch.stack([client.y for client in clients])
+        self.rows = torch.arange(len(clients), device=self.y.device).unsqueeze(1)
+
+    def batch(self, indices: Sequence[Tensor | None] | slice) -> tuple[Tensor, Tensor]:
+        """(inputs, labels) of every client's batch (`indices`: one per client, None for all its samples; or one
+        window for all), stacked, each slice as the client alone gives it."""
+        if self.one_by_one:
+            per_client = [indices] * len(self.clients) if isinstance(indices, slice) else indices
+            return stacked_batch(self.clients, per_client)
+        if isinstance(indices, slice):
+            where = (slice(None), indices)
+        elif indices[0] is None:
+            where = (slice(None),)
+        else:
+            where = (self.rows, torch.stack(list(indices)))
+        x = self.x[where]
+        if x.dtype == torch.uint8:
+            x = x.float().div_(255.0)
+        if self.noise is not None:
+            x = x + self.noise[where]
+        return aligned(x), self.y[where]
 
 
 @dataclass
@@ -152,13 +213,14 @@ def train_stacked(requests: Sequence[TrainRequest]) -> list[LocalResult]:
     first = requests[0]
     template, names, settings = first.space.model, first.space.layer_names, first.settings
     for request in requests:
-        request.space.model.train()  # as `train_locally` leaves each model
+        if not request.space.model.training:
+            request.space.model.train()  # as `train_locally` leaves each model
     trained = set(names)
     with torch.no_grad():
         stacked = _stacked_starts(requests)
         frozen = {
-            name: aligned_stack([dict(r.space.model.named_parameters())[name].detach() for r in requests])
-            for name, _ in template.named_parameters()
+            name: aligned_stack([named_parameters(r.space.model)[name].detach() for r in requests])
+            for name in named_parameters(template)
             if name not in trained
         }
     # one tensor per model and layer, as the optimiser sees a lone model's layers (module docstring)
@@ -175,10 +237,10 @@ def train_stacked(requests: Sequence[TrainRequest]) -> list[LocalResult]:
         batch_indices(samples, settings.batch_size, settings.epochs, r.generator, device, settings.shuffle)
         for r in requests
     ]
-    clients = [r.data for r in requests]
+    data = StackedData([r.data for r in requests])
     steps = 0
     for indices in zip(*batches, strict=True):
-        inputs, labels = stacked_batch(clients, indices)
+        inputs, labels = data.batch(indices)
         step = gradients(stacked, frozen, inputs, labels)
         for name in names:
             for parameter, gradient in zip(slices[name], step[name].unbind(0), strict=True):
@@ -213,20 +275,22 @@ def evaluate_stacked(requests: Sequence[EvaluationRequest]) -> list[dict[str, fl
     first = requests[0]
     template, task, batch_size = first.model, first.task, first.batch_size
     for request in requests:
-        request.model.eval()  # as `evaluate` leaves each model
+        if request.model.training:
+            request.model.eval()  # as `evaluate` leaves each model
     parameters = {
-        name: aligned_stack([dict(r.model.named_parameters())[name].detach() for r in requests])
-        for name, _ in template.named_parameters()
+        name: aligned_stack([named_parameters(r.model)[name].detach() for r in requests])
+        for name in named_parameters(template)
     }
     loss_fn = loss_function(task)
     forward = vmap(lambda p, x: functional_call(template, p, (x,)))
     batch_loss = vmap(loss_fn)
     clients = [r.data for r in requests]
+    data = StackedData(clients)
     samples = len(first.data)
     outputs, losses = [], []
     for begin in range(0, samples, batch_size):
         window = slice(begin, begin + batch_size)
-        inputs, labels = stacked_batch(clients, [window] * len(clients))
+        inputs, labels = data.batch(window)
         output = forward(parameters, inputs)
         outputs.append(output)
         losses.append(batch_loss(output, labels))
