@@ -393,3 +393,21 @@ def test_cli_exports_a_cell_and_says_what_is_missing(tiny_inputs, tmp_path, monk
     assert 'serverapp = "fdabench.flower.apps:server_app"' in app and "site-files" not in app
     assert main(["flower", "simulate", str(tmp_path / "cell"), "--result", "r.json", "--fault", "s1:0:drop"]) == 1
     assert "a fault is SITE:ROUND:KIND" in capsys.readouterr().err
+
+
+def test_a_stacked_cell_is_not_exported(tiny_inputs, tmp_path):
+    """`batching: stacked` computes a cell's clients together in one process; over Flower each site trains its own:
+    the export refuses it before writing anything, rather than run it with other numbers."""
+    from fdabench.config import validate_params
+
+    root, params = tiny_inputs
+    raw = json.loads(json.dumps(params.raw))
+    raw["suites"]["tiny"]["train"]["batching"] = "stacked"
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        with pytest.raises(ValueError, match="batching: stacked computes a cell's clients together"):
+            simulation.export_cell(validate_params(raw), EXPERIMENT, "fedgp", TARGET, SEED, tmp_path / "out")
+    finally:
+        os.chdir(here)
+    assert not (tmp_path / "out").exists()

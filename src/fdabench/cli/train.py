@@ -8,7 +8,7 @@ from typing import Any
 
 from fdabench.cli.common import CommandError, bounded, json_argument, problem_arguments, require_json, require_prepared
 from fdabench.cli.file_arguments import reads
-from fdabench.cli.files import INPUT, OUTPUT, PathRole
+from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT, PathRole
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -68,6 +68,84 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{args.output}"
     )
     return 0
+
+
+def cmd_train_group(args: argparse.Namespace) -> int:
+    """Train several cells as one group (`fdabench.federation.lockstep`): every cell is checked before any trains,
+    each writes its own result (and checkpoint) as `fdabench train` does, as soon as it ends; a cell that fails fails
+    alone, and the command then exits with status 1 naming it."""
+    from fdabench.cell.digest import seal
+    from fdabench.cell.fingerprint import CodeFingerprint
+    from fdabench.cell.run import run_cell
+    from fdabench.cell.setup import CellInputError
+    from fdabench.core.io import write_json_atomic
+    from fdabench.federation.checkpoint import checkpoint_path
+    from fdabench.federation.lockstep import run_together
+    from fdabench.jobs.cell_plan import read_plan
+
+    cells = len(args.plan)
+    prepared = args.prepared * cells if len(args.prepared) == 1 else args.prepared
+    if not (len(prepared) == len(args.partition) == len(args.output) == cells):
+        raise CommandError(
+            f"train-group takes one --partition and one --output per --plan (and one --prepared, or one per plan): "
+            f"{cells} plans, {len(args.partition)} partitions, {len(args.output)} outputs, {len(args.prepared)} "
+            "prepared"
+        )
+    if args.checkpoint_every < 0:
+        raise CommandError(f"--checkpoint-every is a number of rounds or 0 (never), not {args.checkpoint_every}")
+    planned = []
+    for plan, folder, partition, output in zip(args.plan, prepared, args.partition, args.output, strict=True):
+        try:
+            config, code = read_plan(plan)
+        except FileNotFoundError:
+            raise CommandError(
+                f"{plan}: no such file; snakemake writes a cell's plan before it runs the cell"
+            ) from None
+        require_prepared(folder)
+        require_json(partition, "partition", "its partition job", kind="fdabench.partition")
+        if args.device is not None:
+            config = {**config, "device": args.device}
+        planned.append((config, code, folder, partition, output))
+
+    def job(config, code, folder, partition, output):
+        label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+
+        def train() -> str:
+            checkpoint = checkpoint_path(output)
+            result = run_cell(
+                config,
+                folder,
+                partition,
+                args.threads,
+                args.device,
+                checkpoint=checkpoint,
+                checkpoint_every=args.checkpoint_every,
+                code=CodeFingerprint.from_json(code),
+            )
+            write_json_atomic(output, seal(result))
+            checkpoint.unlink(missing_ok=True)
+            print(
+                f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) "
+                f"-> {output}",
+                flush=True,
+            )
+            return label
+
+        return train
+
+    outcomes, statistics = run_together([job(*entry) for entry in planned])
+    failed = [
+        (entry, outcome) for entry, outcome in zip(planned, outcomes, strict=True) if isinstance(outcome, BaseException)
+    ]
+    for (_, _, _, _, output), error in failed:
+        reason = str(error) if isinstance(error, CellInputError) else f"{type(error).__name__}: {error}"
+        print(f"fdabench: {output}: {reason}", file=sys.stderr)
+    print(
+        f"{cells - len(failed)} of {cells} cells trained as one group ({statistics.stacked_requests} local trainings "
+        f"and evaluations computed together in {statistics.stacked_calls} stacked computations)",
+        flush=True,
+    )
+    return 1 if failed else 0
 
 
 def _cell_and_code(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -147,6 +225,13 @@ def _checkpoint(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
     return [(OUTPUT, str(checkpoint_path(args.output)))]
 
 
+def _group_checkpoints(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
+    """The checkpoints `train-group --checkpoint-every` writes beside each output."""
+    from fdabench.federation.checkpoint import checkpoint_path
+
+    return [(OUTPUT, str(checkpoint_path(output))) for output in args.output]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this stage's subcommands."""
     p = sub.add_parser("train", help="run one cell and write its result JSON")
@@ -189,6 +274,40 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run on this GPU only (CUDA_VISIBLE_DEVICES=INDEX; params.yaml gpus), or none (default)",
     )
     p.set_defaults(handler=cmd_train, derived_files=_checkpoint)
+
+    p = sub.add_parser(
+        "train-group",
+        help="train several cells as one group (each writes its own result JSON; batching: stacked cells compute "
+        "their clients together)",
+    )
+    reads(p.add_argument("--plan", type=INPUT, nargs="+", required=True, help="the cells' plan files"), "cell_plan")
+    reads(
+        p.add_argument(
+            "--prepared",
+            type=INPUT_FOLDER,
+            nargs="+",
+            required=True,
+            help="the prepared dataset directory (one for every cell, or one per plan)",
+        ),
+        "prepared",
+    )
+    reads(
+        p.add_argument(
+            "--partition", type=INPUT, nargs="+", required=True, help="each cell's partition, in plan order"
+        ),
+        "partition",
+    )
+    p.add_argument("--output", type=OUTPUT, nargs="+", required=True, help="each cell's result file, in plan order")
+    p.add_argument("--threads", type=bounded("threads_per_cell"), default=1, help="torch CPU threads")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="the device setting the cells run with")
+    p.add_argument(
+        "--checkpoint-every",
+        type=bounded("checkpoint_every"),
+        default=0,
+        metavar="K",
+        help="each cell saves its round loop's state every K rounds beside its output and resumes from it when rerun",
+    )
+    p.set_defaults(handler=cmd_train_group, derived_files=_group_checkpoints)
 
     p = sub.add_parser("forkserver")  # internal: the server `fdabench train` starts (fdabench.jobs.forkserver)
     p.add_argument("socket", help="the Unix socket to serve on")

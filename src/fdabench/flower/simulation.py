@@ -36,6 +36,11 @@ def export_cell(
     """The cell's configuration (`cell.json`) and one file per site (`sitedata.export_sites`) in `folder`."""
     target, seed = resolve_cell(params, experiment, method, target, seed)
     cell = params.cell(experiment, method, target, seed)
+    if cell.config["train"].get("batching", "off") != "off":
+        raise ValueError(
+            f"{experiment}/{method}: batching: {cell.config['train']['batching']} computes a cell's clients together "
+            "in one process; over Flower each site trains its own, one by one. Export a cell with batching: off"
+        )
     prepared, partition = cell_inputs(params, experiment, target, seed)
     problem = load_cell(cell.config, prepared, partition, torch.device("cpu")).problem
     folder = Path(folder)

@@ -245,3 +245,89 @@ def _samples(configs, device) -> dict[str, int]:
                 splits += len(problem.target_validation)
             evaluated += splits * phase.rounds
     return {"train": train, "evaluated": evaluated}
+
+
+#: hyper-parameters for `batching_support`'s short runs where a method's defaults take minutes (FedDaDiL's dictionary
+#: size): they change how long its rounds take, not what trains how
+_QUICK_HPARAMS = {
+    "dadil_r": {"atoms": 2, "support_size": 6, "batch_size": 4, "local_steps": 2, "encoder_rounds": 1},
+    "dadil_e": {"atoms": 2, "support_size": 6, "batch_size": 4, "local_steps": 2, "encoder_rounds": 1},
+}
+
+
+class _CountingSolo:
+    """A `batching: stacked` cell alone (`lockstep.Solo`) that records which clients' trainings and how many
+    evaluations it computed stacked."""
+
+    stacked = True
+
+    def __init__(self):
+        from fdabench.federation.lockstep import Solo
+
+        self.inner = Solo()
+        self.trained: set[str] = set()
+        self.evaluations = 0
+
+    def train(self, space, start, data, settings, loss_fn, generator):
+        result = self.inner.train(space, start, data, settings, loss_fn, generator)
+        if result is not None:
+            self.trained.add(data.name)
+        return result
+
+    def train_all(self, requests):
+        results = self.inner.train_all(requests)
+        if results is not None:
+            self.trained.update(request.data.name for request in requests)
+        return results
+
+    def evaluate(self, model, data, task, batch_size):
+        metrics = self.inner.evaluate(model, data, task, batch_size)
+        self.evaluations += metrics is not None
+        return metrics
+
+
+def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool]]:
+    """Per registered method: whether, under `batching: stacked` with an MLP, its sources' local training, its
+    target's and its evaluation are computed with the stacked kernels (else one by one, in the cell's own thread), as
+    a short run on a small problem shows."""
+    from fdabench.federation.client import active_group, join_group
+    from fdabench.federation.settings import TrainSettings
+    from fdabench.methods import METHODS, get_method
+    from fdabench.testing.method_checks import SETTINGS, small_problem
+
+    support = {}
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name in names or sorted(METHODS.names()):
+            cls = METHODS.get(name)
+            train = {**SETTINGS, "rounds": 2, **cls.requires_train, "batching": "stacked"}
+            problem = small_problem()
+            group = _CountingSolo()
+            outer = active_group()
+            join_group(group)
+            try:
+                method = get_method(name, _QUICK_HPARAMS.get(name, {}))
+                run_rounds(method, problem, TrainSettings.from_dict(train), 0, torch.device("cpu"))
+            finally:
+                join_group(outer)
+            sources = {client.name for client in problem.sources}
+            support[name] = {
+                "sources": bool(sources & group.trained),
+                "target": bool(group.trained - sources),
+                "evaluation": group.evaluations > 0,
+            }
+    finally:
+        torch.set_num_threads(previous_threads)
+    return support
+
+
+def batching_table(support: dict[str, dict[str, bool]]) -> str:
+    """`batching_support` as the Markdown table docs/methods.md shows."""
+    mark = lambda value: "stacked" if value else "one by one"
+    lines = ["| method | sources | target | evaluation |", "|---|---|---|---|"]
+    lines += [
+        f"| `{name}` | {mark(row['sources'])} | {mark(row['target'])} | {mark(row['evaluation'])} |"
+        for name, row in support.items()
+    ]
+    return "\n".join(lines)
