@@ -17,6 +17,7 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.stacked import (
     EvaluationRequest,
+    FusedAdamSteps,
     TrainRequest,
     aligned_stack,
     evaluate_stacked,
@@ -197,3 +198,28 @@ def test_regression_training_matches():
     for twin, result in zip(twins, train_stacked(requests), strict=True):
         alone = train_locally(twin.space, twin.start, twin.data, twin.settings, twin.loss_fn, twin.generator)
         assert _close(result.update, alone.update)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_the_direct_fused_adam_steps_are_torch_optims(weight_decay):
+    """`FusedAdamSteps` over views of stacked tensors gives what `torch.optim.Adam(fused=True)` gives each tensor
+    alone, bit for bit, step after step (a torch that changes the fused kernel's call fails here)."""
+    settings = LocalSettings(lr=0.01, batch_size=8, epochs=1, weight_decay=weight_decay)
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(7, 3), (10,), (33,), (4, 4)]
+    starts = [torch.randn(3, *shape, generator=generator) for shape in shapes]
+    gradients = [[torch.randn(3, *shape, generator=generator) for shape in shapes] for _ in range(4)]
+    stacked = [aligned_stack(list(start.unbind(0))) for start in starts]
+    views = [layer[k] for k in range(3) for layer in stacked]
+    assert FusedAdamSteps.applies(views, settings)
+    steps = FusedAdamSteps(views, settings)
+    for step in gradients:
+        steps.step([layer[k] for k in range(3) for layer in step])
+    for k in range(3):
+        alone = [start[k].clone() for start in starts]
+        optimizer = torch.optim.Adam(alone, lr=0.01, weight_decay=weight_decay, fused=True)
+        for step in gradients:
+            for tensor, gradient in zip(alone, step, strict=True):
+                tensor.grad = gradient[k].clone()
+            optimizer.step()
+        assert all(torch.equal(tensor, layer[k]) for tensor, layer in zip(alone, stacked, strict=True))

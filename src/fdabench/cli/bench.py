@@ -103,6 +103,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_cell(args)
     if args.what == "cells":
         return cmd_bench_cells(args)
+    if args.what == "batching":
+        from fdabench.speed.cells import batching_support, batching_table
+
+        print(batching_table(batching_support()))
+        return 0
     if args.what == "gpu":
         return cmd_bench_gpu(args)
     if args.what == "aggregation":

@@ -22,13 +22,20 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fdabench.cell.setup import load_cell
 from fdabench.config import Params
+from fdabench.config.lookup import MissingCellInputs, cell_inputs
+from fdabench.config.resolve import given_dataset_options
 from fdabench.core.formats import PARTITION
 from fdabench.core.io import write_json_atomic
+from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
 from fdabench.federation import client as client_module
 from fdabench.federation import stacked as stacked_module
-from fdabench.federation.lockstep import run_together
+from fdabench.federation.client import active_group, join_group
+from fdabench.federation.lockstep import Solo, run_together
 from fdabench.federation.rounds import build_cell_model, run_rounds
+from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import target_training_data
+from fdabench.methods import METHODS, get_method
+from fdabench.testing.method_checks import SETTINGS, small_problem
 
 
 def cell_names(params: Params, experiment: str, method: str, draws: int | None) -> list[str]:
@@ -43,9 +50,6 @@ def cell_names(params: Params, experiment: str, method: str, draws: int | None) 
 def bench_inputs(params: Params, experiment: str, targets: list[str], seeds: list[int], folder: Path) -> dict:
     """(prepared data, partition) of every (target, seed): the suite's files where they exist, else built here, under
     `folder` (the prepared data, and the partitions of seeds the suite lacks), never in the workspace."""
-    from fdabench.config.lookup import MissingCellInputs, cell_inputs
-    from fdabench.config.resolve import given_dataset_options
-    from fdabench.data import PreparedDataset, get_dataset, get_partitioner, partition_options
 
     dataset, key = params.prepared_key(experiment)
     prepared = params.prepared_path(experiment)
@@ -262,8 +266,6 @@ class _CountingSolo:
     stacked = True
 
     def __init__(self):
-        from fdabench.federation.lockstep import Solo
-
         self.inner = Solo()
         self.trained: set[str] = set()
         self.evaluations = 0
@@ -290,11 +292,6 @@ def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool
     """Per registered method: whether, under `batching: stacked` with an MLP, its sources' local training, its
     target's and its evaluation are computed with the stacked kernels (else one by one, in the cell's own thread), as
     a short run on a small problem shows."""
-    from fdabench.federation.client import active_group, join_group
-    from fdabench.federation.settings import TrainSettings
-    from fdabench.methods import METHODS, get_method
-    from fdabench.testing.method_checks import SETTINGS, small_problem
-
     support = {}
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(1)
