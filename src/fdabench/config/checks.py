@@ -297,6 +297,7 @@ def _experiment_errors(raw: dict[str, Any], suite: dict[str, Any], where: str, e
         problems += [f"{where}: method {method!r}: {problem}" for problem in instance.check(train)]
     problems += _model_errors(f"{where}.train", train)
     problems += _size_errors(raw, f"{where}.train", train)
+    problems += _batching_errors(raw, f"{where}.train", train)
     problems += _target_batch_errors(raw, where, exp, methods, train, partition_targets(raw, exp))
     problems += _validation_errors(where, sweep.validation(suite, exp), partition_targets(raw, exp))
     problems += _labelled_override_errors(raw, where, exp)
@@ -383,6 +384,25 @@ def _model_errors(where: str, train: dict[str, Any]) -> list[str]:
                 f"{where}.model_options.{name}: {value!r} has the wrong type; {model} expects {expected} (like its "
                 f"default {accepted[name]!r})"
             )
+    return problems
+
+
+def _batching_errors(raw: dict[str, Any], where: str, train: dict[str, Any]) -> list[str]:
+    """`batching: stacked` computes the sources itself (a `cohort: on` would be ignored) and, on a CPU, on one thread
+    (`federation.lockstep.batching_scope`; with more, a cell's result would depend on its group)."""
+    if train.get("batching") != "stacked":
+        return []
+    problems = []
+    if train.get("cohort") == "on":
+        problems.append(
+            f"{where}: batching: stacked computes the sources together itself, so cohort: on would be ignored; "
+            "set cohort: off (or auto), or batching: off"
+        )
+    if raw.get("device") == "cpu" and raw.get("threads_per_cell", 1) > 1:
+        problems.append(
+            f"{where}: batching: stacked computes on one CPU thread (with more, a cell's result would depend on the "
+            f"cells it is batched with); threads_per_cell is {raw['threads_per_cell']}: set it to 1, or batching: off"
+        )
     return problems
 
 
