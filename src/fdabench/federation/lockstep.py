@@ -211,17 +211,17 @@ class Solo:
         loss_fn: Callable[[Tensor, Tensor], Tensor],
         generator: torch.Generator,
     ) -> LocalResult | None:
-        if not stackable_model(space.model):
+        if not (self.stacked and stackable_model(space.model)):
             return None
         return train_stacked([TrainRequest(space, start, data, settings, loss_fn, generator)])[0]
 
     def train_all(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
-        if not (requests and all(stackable_model(r.space.model) for r in requests)):
+        if not (self.stacked and requests and all(stackable_model(r.space.model) for r in requests)):
             return None
         return compute_grouped(requests)
 
     def evaluate(self, model: nn.Module, data: ClientData, task: str, batch_size: int) -> dict[str, float] | None:
-        if not stackable_model(model):
+        if not (self.stacked and stackable_model(model)):
             return None
         return evaluate_stacked([EvaluationRequest(model, data, task, batch_size)])[0]
 

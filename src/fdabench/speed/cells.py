@@ -259,33 +259,38 @@ _QUICK_HPARAMS = {
 }
 
 
-class _CountingSolo:
-    """A `batching: stacked` cell alone (`lockstep.Solo`) that records which clients' trainings and how many
-    evaluations it computed stacked."""
-
-    stacked = True
+class RecordingSolo(Solo):
+    """A `batching: stacked` cell alone (`lockstep.Solo`) that records what it computed stacked, in order:
+    ("train", client), ("train_all", clients) or ("evaluate",)."""
 
     def __init__(self):
-        self.inner = Solo()
-        self.trained: set[str] = set()
-        self.evaluations = 0
+        self.calls: list[tuple] = []
+
+    def _record(self, call: tuple, answer: Any) -> Any:
+        if answer is not None:
+            self.calls.append(call)
+        return answer
 
     def train(self, space, start, data, settings, loss_fn, generator):
-        result = self.inner.train(space, start, data, settings, loss_fn, generator)
-        if result is not None:
-            self.trained.add(data.name)
-        return result
+        answer = super().train(space, start, data, settings, loss_fn, generator)
+        return self._record(("train", data.name), answer)
 
     def train_all(self, requests):
-        results = self.inner.train_all(requests)
-        if results is not None:
-            self.trained.update(request.data.name for request in requests)
-        return results
+        answer = super().train_all(requests)
+        return self._record(("train_all", tuple(request.data.name for request in requests)), answer)
 
     def evaluate(self, model, data, task, batch_size):
-        metrics = self.inner.evaluate(model, data, task, batch_size)
-        self.evaluations += metrics is not None
-        return metrics
+        return self._record(("evaluate",), super().evaluate(model, data, task, batch_size))
+
+    def trained(self) -> set[str]:
+        """The clients whose trainings it computed."""
+        names: set[str] = set()
+        for call in self.calls:
+            if call[0] == "train":
+                names.add(call[1])
+            elif call[0] == "train_all":
+                names.update(call[1])
+        return names
 
 
 def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool]]:
@@ -300,7 +305,7 @@ def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool
             cls = METHODS.get(name)
             train = {**SETTINGS, "rounds": 2, **cls.requires_train, "batching": "stacked"}
             problem = small_problem()
-            group = _CountingSolo()
+            group = RecordingSolo()
             outer = active_group()
             join_group(group)
             try:
@@ -309,10 +314,11 @@ def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool
             finally:
                 join_group(outer)
             sources = {client.name for client in problem.sources}
+            trained = group.trained()
             support[name] = {
-                "sources": bool(sources & group.trained),
-                "target": bool(group.trained - sources),
-                "evaluation": group.evaluations > 0,
+                "sources": bool(sources & trained),
+                "target": bool(trained - sources),
+                "evaluation": ("evaluate",) in group.calls,
             }
     finally:
         torch.set_num_threads(previous_threads)
