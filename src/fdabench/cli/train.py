@@ -293,7 +293,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     reads(
         p.add_argument(
-            "--partition", type=INPUT, nargs="+", required=True, help="each cell's partition, in plan order"
+            "--partition", type=INPUT, nargs="+", required=True, help="each cell's partition file, in plan order"
         ),
         "partition",
     )
