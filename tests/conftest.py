@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from fdabench.config import load_params
@@ -70,6 +71,16 @@ def digits_problem(colored_digits):
         return build_problem(colored_digits, partition, "cpu")
 
     return build
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch CPU thread for the test (`batching: stacked` computes on one: `federation.lockstep.batching_scope`),
+    the previous count restored after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

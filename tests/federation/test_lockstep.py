@@ -12,14 +12,7 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from tiny import AUX_TRAIN, aux_client
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """`batching: stacked` computes on one CPU thread (`batching_scope`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the stacked kernels compute on one CPU thread
 
 
 SETTINGS = {**AUX_TRAIN, "rounds": 3, "warmup_rounds": 1, "source_lr": 0.05, "target_lr": 0.05}

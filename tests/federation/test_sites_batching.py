@@ -12,13 +12,7 @@ from fdabench.methods import get_method
 from fdabench.speed.cells import RecordingSolo
 from fdabench.testing.method_checks import SETTINGS, small_problem
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the stacked kernels compute on one CPU thread
 
 
 def _calls(name, hparams=None, batching="stacked"):

@@ -86,13 +86,7 @@ SETTINGS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The stacked kernels' results are slice-independent on one CPU thread (`lockstep.batching_scope`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the stacked kernels compute on one CPU thread
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=["adam", "sgd-momentum", "full-batch", "stored-order"])
