@@ -134,3 +134,14 @@ def test_stacked_on_several_cpu_threads_is_refused():
 def test_lockstep_returns_results_in_job_order():
     results = Lockstep().run([lambda: 1, lambda: 2, lambda: 3])
     assert results == [1, 2, 3]
+
+
+def test_partial_participation_computes_the_sources_that_answered():
+    """With half the sources asked each round, a stacked cell trains and weighs those that answered, as one by one
+    does (the same participation records, curves to rounding), alone as in a group."""
+    make = lambda batching: _cell("fedgp", 8, batching, {"beta": 0.5}, (40, 40, 40, 40), participation=0.5)
+    alone, off = make("stacked")(), make("off")()
+    (together, _), _ = run_together([make("stacked"), _cell("source_only", 0)])
+    assert together == alone
+    assert [r["answered"] for r in alone] == [r["answered"] for r in off]
+    assert [r["loss"] for r in alone] == pytest.approx([r["loss"] for r in off], rel=1e-4)
