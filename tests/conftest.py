@@ -73,10 +73,11 @@ def digits_problem(colored_digits):
     return build
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def one_torch_thread():
-    """One torch CPU thread for the test (`batching: stacked` computes on one: `federation.lockstep.batching_scope`),
-    the previous count restored after it."""
+    """One torch CPU thread for a test module, as every training cell runs (threads_per_cell: 1; `batching: stacked`
+    computes on one: `federation.lockstep.batching_scope`; tiny models only lose from a second thread), the previous
+    count restored after it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -127,8 +127,11 @@ def test_stacked_on_several_cpu_threads_is_refused():
     uses, would hang in a new OpenMP pool)."""
     problem, settings = _problem(1), TrainSettings.from_dict({**SETTINGS, "batching": "stacked"})
     torch.set_num_threads(2)
-    with pytest.raises(ValueError, match="one CPU thread"):
-        run_rounds(get_method("fedgp", {"beta": 0.5}), problem, settings, 1, torch.device("cpu"))
+    try:
+        with pytest.raises(ValueError, match="one CPU thread"):
+            run_rounds(get_method("fedgp", {"beta": 0.5}), problem, settings, 1, torch.device("cpu"))
+    finally:
+        torch.set_num_threads(1)  # the module's other tests run on one thread (`one_torch_thread`)
 
 
 def test_lockstep_returns_results_in_job_order():

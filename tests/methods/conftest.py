@@ -10,13 +10,8 @@ from tiny import TINY_TRAIN
 
 
 @pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Method runs use one torch thread, as every training cell does (threads_per_cell: 1); tiny models
-    only lose from a second thread."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+def _methods_on_one_torch_thread(one_torch_thread):
+    """Every method test module runs on one torch thread (tests/conftest.py `one_torch_thread`)."""
 
 
 @pytest.fixture(scope="module")

@@ -45,16 +45,6 @@ def _domain(name, count, shift, seed, classes=3, dim=4):
     return ClientData(name, x, y)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as every training cell runs (`threads_per_cell`): the tensors here are tiny, and
-    a second intra-op thread only adds synchronisation on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def blobs():
     """Feature-vector domains (the identity encoder): two sources and a shifted target."""

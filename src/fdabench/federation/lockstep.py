@@ -196,11 +196,15 @@ def _compute(batch: list[TrainRequest | EvaluationRequest]) -> list[Any]:
     return evaluate_stacked(batch)
 
 
-class Solo:
-    """A `batching: stacked` cell alone: its plain local training and its evaluation computed with the stacked kernels,
-    as a group of one (so its result is the one it has in any group)."""
+class _StackedComputation:
+    """A cell's `client.Group`: where the cell computes stacked (`stacked`, its `batching` setting) and the models are
+    stackable, its plain local trainings and evaluations become requests that `_answers` computes; anything else is
+    computed one by one in the cell's thread (None)."""
 
-    stacked = True
+    stacked = False
+
+    def _answers(self, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
+        raise NotImplementedError
 
     def train(
         self,
@@ -211,19 +215,42 @@ class Solo:
         loss_fn: Callable[[Tensor, Tensor], Tensor],
         generator: torch.Generator,
     ) -> LocalResult | None:
-        if not (self.stacked and stackable_model(space.model)):
-            return None
-        return train_stacked([TrainRequest(space, start, data, settings, loss_fn, generator)])[0]
+        answers = self._trained([TrainRequest(space, start, data, settings, loss_fn, generator)])
+        return None if answers is None else answers[0]
 
     def train_all(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
+        return self._trained(requests)
+
+    def _trained(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
         if not (self.stacked and requests and all(stackable_model(r.space.model) for r in requests)):
             return None
-        return compute_grouped(requests)
+        return self._answers(requests)
 
     def evaluate(self, model: nn.Module, data: ClientData, task: str, batch_size: int) -> dict[str, float] | None:
         if not (self.stacked and stackable_model(model)):
             return None
-        return evaluate_stacked([EvaluationRequest(model, data, task, batch_size)])[0]
+        return self._answers([EvaluationRequest(model, data, task, batch_size)])[0]
+
+
+class Solo(_StackedComputation):
+    """A `batching: stacked` cell alone: its plain local training and its evaluation computed with the stacked kernels,
+    as a group of one (so its result is the one it has in any group)."""
+
+    stacked = True
+
+    def _answers(self, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
+        return compute_grouped(requests)
+
+
+class _Member(_StackedComputation):
+    """A cell's view of its group: its requests go to the scheduler, which computes them with the other cells'."""
+
+    def __init__(self, lockstep: Lockstep, cell: _Cell):
+        self.lockstep, self.cell = lockstep, cell
+        self.stacked = False  # the cell's `batching` setting, as its round loop declares it (`batching_scope`)
+
+    def _answers(self, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
+        return self.lockstep.wait_for_answers(self.cell, requests)
 
 
 @contextmanager
@@ -256,39 +283,6 @@ def batching_scope(mode: str, device: torch.device | None = None) -> Iterator[No
         yield
     finally:
         group.stacked = before
-
-
-class _Member:
-    """A cell's view of its group (`client.Group`): plain local training and evaluation of stackable models go to the
-    scheduler; anything else is computed in the cell's thread (None)."""
-
-    def __init__(self, lockstep: Lockstep, cell: _Cell):
-        self.lockstep, self.cell = lockstep, cell
-        self.stacked = False  # the cell's `batching` setting, as its round loop declares it (`batching_scope`)
-
-    def train(
-        self,
-        space: ParameterSpace,
-        start: Tensor,
-        data: ClientData,
-        settings: LocalSettings,
-        loss_fn: Callable[[Tensor, Tensor], Tensor],
-        generator: torch.Generator,
-    ) -> LocalResult | None:
-        if not (self.stacked and stackable_model(space.model)):
-            return None
-        request = TrainRequest(space, start, data, settings, loss_fn, generator)
-        return self.lockstep.wait_for_answers(self.cell, [request])[0]
-
-    def train_all(self, requests: list[TrainRequest]) -> list[LocalResult] | None:
-        if not (self.stacked and requests and all(stackable_model(r.space.model) for r in requests)):
-            return None
-        return self.lockstep.wait_for_answers(self.cell, requests)
-
-    def evaluate(self, model: nn.Module, data: ClientData, task: str, batch_size: int) -> dict[str, float] | None:
-        if not (self.stacked and stackable_model(model)):
-            return None
-        return self.lockstep.wait_for_answers(self.cell, [EvaluationRequest(model, data, task, batch_size)])[0]
 
 
 def run_together(jobs: Sequence[Callable[[], Any]]) -> tuple[list[Any], GroupStatistics]:
