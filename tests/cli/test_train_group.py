@@ -14,7 +14,7 @@ from fdabench.cell.compare import cell_differences
 from fdabench.cell.plugin_scope import cell_code
 from fdabench.core import paths
 from fdabench.federation.checkpoint import checkpoint_path
-from fdabench.jobs.cell_plan import write_plan
+from fdabench.jobs.cell_plan import read_plan, write_plan
 from workflows import workflow_environment
 
 CELLS = [("source_only", 0, "off"), ("fedgp", 1, "off"), ("source_only", 1, "stacked"), ("fedgp", 0, "stacked")]
@@ -88,12 +88,66 @@ def test_a_group_writes_each_cell_as_alone_and_survives_kill_9(tiny_inputs, tmp_
     process.wait()
     assert killed, "the group ended before it could be killed: give it more rounds"
     assert not all(Path(e[2]).exists() for e in entries)  # killed part-way
+    finished = sum(Path(e[2]).exists() for e in entries)
     result = run(command)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "4 of 4 cells trained as one group" in result.stdout
+    # the cells that finished before the kill are kept, the others trained
+    assert f"{4 - finished} of {4 - finished} cells trained as one group, {finished} kept" in result.stdout
     assert not any(checkpoint_path(e[2]).exists() for e in entries)
     for mine, theirs in zip(_cells(entries), alone, strict=True):
         assert cell_differences(theirs, mine) == []
+
+
+def test_a_rerun_trains_only_the_cells_not_finished_with_their_plan(tiny_inputs, tmp_path):
+    """A group job reruns because one of its cells changed: the others' results are kept, byte for byte."""
+    root, params = tiny_inputs
+    env = workflow_environment(root)
+    entries = _plans(tmp_path, params, rounds=2)
+    run = lambda command: subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    command = _group_command(root, params, entries)
+    assert run(command).returncode == 0
+    before = [Path(e[2]).read_bytes() for e in entries]
+    result = run(command)
+    assert result.returncode == 0 and "0 of 0 cells trained as one group, 4 kept" in result.stdout, result.stdout
+    assert [Path(e[2]).read_bytes() for e in entries] == before
+
+    # one cell's plan changes (one round more): that cell alone trains again
+    config, code = read_plan(entries[1][0])
+    config["train"]["rounds"] = 3
+    write_plan(Path(entries[1][0]), config, code)
+    result = run(command)
+    assert result.returncode == 0 and "1 of 1 cells trained as one group, 3 kept" in result.stdout, result.stdout
+    after = [Path(e[2]).read_bytes() for e in entries]
+    assert after[0] == before[0] and after[2:] == before[2:] and after[1] != before[1]
+    assert json.loads(after[1])["config"]["train"]["rounds"] == 3
+
+
+def test_a_failing_cell_fails_alone_and_the_finished_ones_are_kept(tiny_inputs, tmp_path):
+    """A cell that fails at run time (here: handed another seed's partition) fails alone, named, in its own log;
+    the finished cells keep their results beside their outputs (Snakemake removes a failed job's new outputs), and
+    the next run puts them back instead of training them again."""
+    root, params = tiny_inputs
+    env = workflow_environment(root)
+    entries = _plans(tmp_path, params, rounds=2)
+    logs = [str(tmp_path / "logs" / f"{index}.log") for index in range(len(entries))]
+    run = lambda command: subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    wrong = [*entries[:3], (entries[3][0], entries[2][1], entries[3][2])]  # seed 0's cell, seed 1's partition
+    result = run(_group_command(root, params, wrong, "--log", *logs))
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"{entries[3][2]}: partition" in result.stderr and "not this cell" in result.stderr
+    assert "not this cell" in Path(logs[3]).read_text() and "not this cell" not in Path(logs[0]).read_text()
+    assert "final" in Path(logs[0]).read_text()
+    kept = [Path(e[2]).with_name(f".{Path(e[2]).name}.kept") for e in entries]
+    assert [path.exists() for path in kept] == [True, True, True, False]
+    results = [Path(e[2]).read_bytes() for e in entries[:3]]
+    for entry in entries[:3]:
+        Path(entry[2]).unlink()  # as Snakemake cleans a failed job's outputs
+
+    result = run(_group_command(root, params, entries, "--log", *logs))
+    assert result.returncode == 0 and "1 of 1 cells trained as one group, 3 kept" in result.stdout, result.stdout
+    assert [Path(e[2]).read_bytes() for e in entries[:3]] == results
+    assert not any(path.exists() for path in kept)
+    assert "put back the result a failed group run kept" in Path(logs[0]).read_text()
 
 
 def test_bad_input_is_refused_before_any_cell_trains(tiny_inputs, tmp_path):

@@ -78,7 +78,7 @@ def _interrupt(number: int, _frame: object) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    if argv[:1] == ["train"]:
+    if argv[:1] in (["train"], ["train-group"]):
         # Every training job starts here: hand the command line to the fork server before anything else is
         # built; its child parses it, as below, and reports the same errors and exit status.
         from fdabench.jobs import forkserver
@@ -94,7 +94,7 @@ def _run(argv: list[str]) -> int:
 
         forkserver.serve(args.socket, handler=main)
         return 0
-    if args.command == "train" and argv[:1] != ["train"]:  # `fdabench --debug train ...`
+    if args.command in ("train", "train-group") and argv[:1] != [args.command]:  # `fdabench --debug train ...`
         from fdabench.jobs import forkserver
 
         if forkserver.enabled():

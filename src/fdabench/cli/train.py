@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from fdabench.cli.common import CommandError, bounded, json_argument, problem_arguments, require_json, require_prepared
@@ -73,28 +74,30 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_train_group(args: argparse.Namespace) -> int:
     """Train several cells as one group (`fdabench.federation.lockstep`): every cell is checked before any trains,
     each writes its own result (and checkpoint) as `fdabench train` does, as soon as it ends; a cell that fails fails
-    alone, and the command then exits with status 1 naming it."""
-    from fdabench.cell.digest import seal
-    from fdabench.cell.fingerprint import CodeFingerprint
-    from fdabench.cell.run import run_cell
-    from fdabench.cell.setup import CellInputError
-    from fdabench.core.io import write_json_atomic
-    from fdabench.federation.checkpoint import checkpoint_path
+    alone, and the command then exits with status 1 naming it.
+
+    A cell whose output already holds its finished result (`fdabench.jobs.heal.recorded_state`: the same
+    configuration and code) is kept, not trained again: a group job reruns because one of its cells changed or is
+    missing. When a cell fails, the cells that finished keep their results in a hidden file beside their output
+    (`kept_path`; Snakemake removes a failed job's new outputs), which the next run puts back in place."""
+    from fdabench.core.devices import pin
     from fdabench.federation.lockstep import run_together
     from fdabench.jobs.cell_plan import read_plan
 
     cells = len(args.plan)
     prepared = args.prepared * cells if len(args.prepared) == 1 else args.prepared
-    if not (len(prepared) == len(args.partition) == len(args.output) == cells):
+    logs = args.log or [None] * cells
+    if not (len(prepared) == len(args.partition) == len(args.output) == len(logs) == cells):
         raise CommandError(
-            f"train-group takes one --partition and one --output per --plan (and one --prepared, or one per plan): "
-            f"{cells} plans, {len(args.partition)} partitions, {len(args.output)} outputs, {len(args.prepared)} "
-            "prepared"
+            f"train-group takes one --partition and one --output per --plan (one --log too, if any; and one "
+            f"--prepared, or one per plan): {cells} plans, {len(args.partition)} partitions, {len(args.output)} "
+            f"outputs, {len(args.log or [])} logs, {len(args.prepared)} prepared"
         )
     if args.checkpoint_every < 0:
         raise CommandError(f"--checkpoint-every is a number of rounds or 0 (never), not {args.checkpoint_every}")
     planned = []
-    for plan, folder, partition, output in zip(args.plan, prepared, args.partition, args.output, strict=True):
+    files = zip(args.plan, prepared, args.partition, args.output, logs, strict=True)
+    for plan, folder, partition, output, log in files:
         try:
             config, code = read_plan(plan)
         except FileNotFoundError:
@@ -105,47 +108,130 @@ def cmd_train_group(args: argparse.Namespace) -> int:
         require_json(partition, "partition", "its partition job", kind="fdabench.partition")
         if args.device is not None:
             config = {**config, "device": args.device}
-        planned.append((config, code, folder, partition, output))
+        planned.append(_GroupCell(config, code, folder, partition, output, log))
+    try:
+        pin(args.pin_gpu)  # before anything starts CUDA
+    except ValueError as error:
+        raise CommandError(str(error)) from None
 
-    def job(config, code, folder, partition, output):
-        label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+    for cell in planned:
+        cell.start_log(cells)
+    pending = [cell for cell in planned if not cell.finished()]
+    for cell in planned:
+        if cell not in pending:
+            cell.say(f"{cell.label}: finished with today's plan and code; kept -> {cell.output}")
+    outcomes, statistics = run_together([cell.train(args) for cell in pending])
+    failed = [(cell, error) for cell, error in zip(pending, outcomes, strict=True) if isinstance(error, BaseException)]
+    for cell, error in failed:
+        cell.fail(error)
+    if failed:
+        for cell in planned:
+            if cell not in (entry for entry, _ in failed):
+                cell.keep()
+    print(
+        f"{len(pending) - len(failed)} of {len(pending)} cells trained as one group, {cells - len(pending)} kept "
+        f"({statistics.stacked_requests} local trainings and evaluations computed together in "
+        f"{statistics.stacked_calls} stacked computations)",
+        flush=True,
+    )
+    return 1 if failed else 0
 
-        def train() -> str:
-            checkpoint = checkpoint_path(output)
+
+def kept_path(output: str | Path) -> Path:
+    """Where `train-group` keeps a finished cell's result while another cell of its group failed: a hidden file
+    beside the output."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.kept")
+
+
+class _GroupCell:
+    """One cell of a `train-group` job: its plan, files and log."""
+
+    def __init__(self, config: dict[str, Any], code: Any, prepared: str, partition: str, output: str, log: str | None):
+        self.config, self.code, self.prepared, self.partition = config, code, prepared, partition
+        self.output, self.log = output, log
+        self.label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
+
+    def start_log(self, cells: int) -> None:
+        if self.log is not None:
+            Path(self.log).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.log).write_text(f"{self.label}: one of {cells} cells of a train-group job\n", encoding="utf-8")
+
+    def say(self, line: str) -> None:
+        """A line on standard output and in the cell's own log."""
+        print(line, flush=True)
+        if self.log is not None:
+            with open(self.log, "a", encoding="utf-8") as log:
+                log.write(line + "\n")
+
+    def finished(self) -> bool:
+        """Whether the output holds the cell's finished result, putting a kept one back in place first."""
+        from fdabench.core.io import write_text_atomic
+        from fdabench.jobs.heal import recorded_state
+
+        def current(path: Path) -> bool:
+            return path.is_file() and recorded_state(path, self.config, lambda: self.code)[0] == "current"
+
+        kept = kept_path(self.output)
+        if current(Path(self.output)):
+            kept.unlink(missing_ok=True)
+            return True
+        if current(kept):
+            write_text_atomic(self.output, kept.read_text(encoding="utf-8"))
+            kept.unlink()
+            self.say(f"{self.label}: put back the result a failed group run kept ({kept})")
+            return True
+        kept.unlink(missing_ok=True)
+        return False
+
+    def keep(self) -> None:
+        from fdabench.core.io import write_text_atomic
+
+        if Path(self.output).is_file():
+            write_text_atomic(kept_path(self.output), Path(self.output).read_text(encoding="utf-8"))
+
+    def fail(self, error: BaseException) -> None:
+        import traceback
+
+        from fdabench.cell.setup import CellInputError
+
+        reason = str(error) if isinstance(error, CellInputError) else f"{type(error).__name__}: {error}"
+        if self.log is not None and not isinstance(error, CellInputError):
+            with open(self.log, "a", encoding="utf-8") as log:
+                log.write("".join(traceback.format_exception(error)))
+        print(f"fdabench: {self.output}: {reason}", file=sys.stderr, flush=True)
+        if self.log is not None:
+            with open(self.log, "a", encoding="utf-8") as log:
+                log.write(f"fdabench: {self.output}: {reason}\n")
+
+    def train(self, args: argparse.Namespace) -> Any:
+        from fdabench.cell.digest import seal
+        from fdabench.cell.fingerprint import CodeFingerprint
+        from fdabench.cell.run import run_cell
+        from fdabench.core.io import write_json_atomic
+        from fdabench.federation.checkpoint import checkpoint_path
+
+        def job() -> str:
+            checkpoint = checkpoint_path(self.output)
             result = run_cell(
-                config,
-                folder,
-                partition,
+                self.config,
+                self.prepared,
+                self.partition,
                 args.threads,
                 args.device,
                 checkpoint=checkpoint,
                 checkpoint_every=args.checkpoint_every,
-                code=CodeFingerprint.from_json(code),
+                code=CodeFingerprint.from_json(self.code),
             )
-            write_json_atomic(output, seal(result))
+            write_json_atomic(self.output, seal(result))
             checkpoint.unlink(missing_ok=True)
-            print(
-                f"{label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s training) "
-                f"-> {output}",
-                flush=True,
+            self.say(
+                f"{self.label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s "
+                f"training) -> {self.output}"
             )
-            return label
+            return self.label
 
-        return train
-
-    outcomes, statistics = run_together([job(*entry) for entry in planned])
-    failed = [
-        (entry, outcome) for entry, outcome in zip(planned, outcomes, strict=True) if isinstance(outcome, BaseException)
-    ]
-    for (_, _, _, _, output), error in failed:
-        reason = str(error) if isinstance(error, CellInputError) else f"{type(error).__name__}: {error}"
-        print(f"fdabench: {output}: {reason}", file=sys.stderr)
-    print(
-        f"{cells - len(failed)} of {cells} cells trained as one group ({statistics.stacked_requests} local trainings "
-        f"and evaluations computed together in {statistics.stacked_calls} stacked computations)",
-        flush=True,
-    )
-    return 1 if failed else 0
+        return job
 
 
 def _cell_and_code(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -226,10 +312,12 @@ def _checkpoint(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
 
 
 def _group_checkpoints(args: argparse.Namespace) -> list[tuple[PathRole, str]]:
-    """The checkpoints `train-group --checkpoint-every` writes beside each output."""
+    """The checkpoints `train-group --checkpoint-every` writes beside each output, and the results it keeps
+    (`kept_path`)."""
     from fdabench.federation.checkpoint import checkpoint_path
 
-    return [(OUTPUT, str(checkpoint_path(output))) for output in args.output]
+    checkpoints = [(OUTPUT, str(checkpoint_path(output))) for output in args.output]
+    return checkpoints + [(OUTPUT, str(kept_path(output))) for output in args.output]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -306,6 +394,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         metavar="K",
         help="each cell saves its round loop's state every K rounds beside its output and resumes from it when rerun",
+    )
+    p.add_argument("--log", type=OUTPUT, nargs="+", help="each cell's own log file, in plan order")
+    p.add_argument(
+        "--pin-gpu",
+        default="none",
+        metavar="INDEX",
+        help="run on this GPU only (CUDA_VISIBLE_DEVICES=INDEX; params.yaml gpus), or none (default)",
     )
     p.set_defaults(handler=cmd_train_group, derived_files=_group_checkpoints)
 
