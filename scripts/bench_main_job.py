@@ -17,7 +17,10 @@ Prints the wall time and where it went:
 * CPU: the Snakemake process tree's user+sys time, and the whole machine's busy CPU time (/proc/stat: also
   counts the fork server and its children, and anything else running).
 
-Usage: scripts/bench_main_job.py [--keep DIR] [--json FILE] [--cores 8] [target ...]
+Training jobs are the `train` rule's (one cell a job) or a `train_<experiment>` rule's (params.yaml
+`cells_per_job: targets`: a job trains its targets; `--config cells_per_job=cell` measures one job a cell).
+
+Usage: scripts/bench_main_job.py [--keep DIR] [--json FILE] [--cores 8] [--config KEY=VALUE ...] [target ...]
 (`--keep DIR` copies the run's results/cells there, e.g. for scripts/compare_cells.py).
 """
 
@@ -42,6 +45,8 @@ STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 RULE = re.compile(r"^(?:local)?rule (\w+):$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 JOBID = re.compile(r"^\s+jobid: (\d+)$")
+#: the training rules: `train` (a cell a job) and `train_<experiment>` (a group of cells a job)
+TRAINING = re.compile(r"^train(_\w+)?$")
 
 
 def clean_copy(destination: Path) -> None:
@@ -108,6 +113,7 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=8)
     parser.add_argument("--keep", type=Path, help="copy the run's results/cells here")
     parser.add_argument("--json", type=Path, help="write the numbers here as JSON")
+    parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="passed to snakemake --config")
     args = parser.parse_args()
     snakemake = shutil.which("snakemake")
     if snakemake is None:
@@ -121,6 +127,8 @@ def main() -> int:
         env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")]))
         command = [snakemake, "--cores", str(args.cores), *args.targets]
+        if args.config:
+            command += ["--config", *args.config]
         dry_wall, dry_cpu, code = run([*command, "-n"], work, env)
         if code:
             print(f"bench_main_job: the dry run failed (status {code})", file=sys.stderr)
@@ -145,7 +153,7 @@ def main() -> int:
 
 
 def summarise(wall, cpu, busy, launched, dry_wall, dry_cpu, jobs, cells, code) -> dict:
-    train = [job for job in jobs if job["rule"] == "train" and job.get("finish")]
+    train = [job for job in jobs if TRAINING.match(job["rule"]) and job.get("finish")]
     data = [job for job in jobs if job["rule"] in ("prepare", "partition") and job.get("finish")]
     starts = [job["start"] for job in jobs if job.get("start")]
     first = min(starts) if starts else launched
@@ -182,7 +190,8 @@ def format_report(r: dict) -> list[str]:
         f"  start-up (snakemake -n): {r['dry_run_wall_seconds']:.1f} s wall, {r['dry_run_cpu_seconds']:.1f} s CPU",
         f"  phases (1 s resolution): until first job {p['until_first_job']:.0f} s, data jobs {p['data_jobs']:.0f} s, "
         f"training {p['training']:.0f} s, after training {p['after_training']:.0f} s",
-        f"  training jobs: {r['train_jobs']}, {r['train_jobs_running_mean']:.1f} running on average; per job "
+        f"  training jobs: {r['train_jobs']} for {r['cells']} cells, {r['train_jobs_running_mean']:.1f} running on "
+        "average; per job "
         f"{r['train_job_seconds_mean']:.2f} s in Snakemake's log, {r['cell_wall_seconds_mean']:.2f} s in the cell "
         f"(wall_seconds), {r['cell_train_seconds_mean']:.2f} s training",
         f"  CPU: training {r['train_cpu_seconds_total']:.1f} s (sum of train_cpu_seconds), Snakemake tree "

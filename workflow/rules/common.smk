@@ -296,6 +296,94 @@ def cell_plan_file(wildcards):
     return [plan] if os.path.exists(plan) or executing() or not workflow.is_main_process else []
 
 
+CELLS_PER_JOB = PARAMS.value("cells_per_job")
+# params.yaml `gpus`, where a job trains a group of cells: the GPU each group is pinned to, round-robin
+GROUP_GPUS = {
+    (experiment, method, seed): device
+    for experiment, method, seed, device in PLAN.get(
+        "group_gpus", (), lambda: [[*key, device] for key, device in validated_params().group_gpus().items()]
+    )
+}
+
+
+class TrainingGroup:
+    """The training jobs of one experiment where params.yaml `cells_per_job` is `targets`: one job per (method,
+    seed), whose cells are the experiment's targets (in its target order); each input, output and log is a list
+    with one entry per cell, each worked out as the one-cell rule `train` works it out."""
+
+    def __init__(self, experiment, rule):
+        self.experiment, self.rule = experiment, rule
+        self.targets = PARAMS.targets(experiment)
+        cells = dict(suite=SUITE, experiment=experiment)
+        self.prepared = prepared_path(experiment)
+        self.partitions = [pattern("PARTITION", target=target, **cells) for target in self.targets]
+        self.outputs = [pattern("CELL", target=target, **cells) for target in self.targets]
+        self.logs = dict(
+            cells=[paths.fill(log("train"), target=target, **cells) for target in self.targets],
+            job=paths.fill(log("train_group"), **cells),
+        )
+
+    def keys(self, wildcards):
+        return [(self.experiment, wildcards.method, target, int(wildcards.seed)) for target in self.targets]
+
+    def plan_files(self, wildcards):
+        """The cells' plan files (`cell_plan_file`)."""
+        begin_run()
+        plans = [cell_plan_path(*key) for key in self.keys(wildcards)]
+        return [plan for plan in plans if os.path.exists(plan) or executing() or not workflow.is_main_process]
+
+    def plan_paths(self, wildcards):
+        return [cell_plan_path(*key) for key in self.keys(wildcards)]
+
+    def rerun_markers(self, wildcards):
+        """The cells' rerun markers that exist (`rerun_marker`)."""
+        begin_run()
+        return [marker for marker in (marker_path(*key) for key in self.keys(wildcards)) if os.path.exists(marker)]
+
+    def cell_names(self, wildcards):
+        return [f"{SUITE}/{experiment}/{method}/{target}/seed{seed}" for experiment, method, target, seed in self.keys(wildcards)]
+
+    def plan_digests(self, wildcards):
+        return [_plan_digest(key) for key in self.keys(wildcards)]
+
+    def labels(self, index):
+        return lambda wildcards, output: report_labels(read_verified_cell(output[index]))
+
+    def _gpu(self, wildcards):
+        return GROUP_GPUS.get((self.experiment, wildcards.method, int(wildcards.seed)))
+
+    def gpu(self, wildcards):
+        device = self._gpu(wildcards)
+        return devices.UNPINNED if device is None else str(device)
+
+    @property
+    def gpu_resources(self):
+        return {
+            devices.resource_name(device): (lambda wildcards, device=device: int(self._gpu(wildcards) == device))
+            for device in GPUS
+        }
+
+    def runtime(self, wildcards):
+        return experiment_resources(self.experiment)["runtime"] * len(self.targets)
+
+    def mem_mb(self, wildcards):
+        return experiment_resources(self.experiment)["mem_mb"]
+
+
+RULE_NAME_UNSAFE = re.compile(r"\W")
+
+
+def training_groups():
+    """The `TrainingGroup` of each experiment of the suite, each with a rule name of its own (train_<experiment>)."""
+    groups, names = [], set()
+    for index, experiment in enumerate(PARAMS.experiment_names()):
+        name = f"train_{RULE_NAME_UNSAFE.sub('_', experiment)}"
+        name = name if name not in names and name != "train_group" else f"{name}_{index}"
+        names.add(name)
+        groups.append(TrainingGroup(experiment, name))
+    return groups
+
+
 @cache
 def experiment_resources(experiment):
     """params.yaml `resources` of the experiment: what a cluster scheduler is asked for per job."""

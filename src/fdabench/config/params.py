@@ -79,6 +79,8 @@ class Params:
         self.device: str = settings["device"]
         self.threads_per_cell: int = settings["threads_per_cell"]
         self.checkpoint_every: int = settings["checkpoint_every"]
+        #: what one training job of the workflow trains: one cell, or a group of cells (`job_groups`)
+        self.cells_per_job: str = settings["cells_per_job"]
         #: the CUDA devices training cells are spread over (fdabench.core.devices); empty: not pinned
         self.gpus: list[int] = list(raw.get("gpus") or [])
         #: the suites dvc.yaml builds (default: the active one)
@@ -208,6 +210,19 @@ class Params:
         """(experiment, method, target, seed) -> the GPU the cell is pinned to (fdabench.core.devices.assign, in the
         suite's cell order); empty without `gpus`."""
         return devices.assign(list(self.cell_keys()), self.gpus) if self.gpus else {}
+
+    def job_groups(self) -> dict[tuple[str, str, int], list[str]]:
+        """(experiment, method, seed) -> its targets, in the suite's cell order: the cells one training job trains
+        together where `cells_per_job` is `targets` (`fdabench train-group`)."""
+        groups: dict[tuple[str, str, int], list[str]] = {}
+        for experiment, method, target, seed in self.cell_keys():
+            groups.setdefault((experiment, method, seed), []).append(target)
+        return groups
+
+    def group_gpus(self) -> dict[tuple[str, str, int], int]:
+        """(experiment, method, seed) -> the GPU a group of cells (`job_groups`) is pinned to, round-robin in the
+        suite's order as `cell_gpus` pins cells; empty without `gpus`."""
+        return devices.assign(list(self.job_groups()), self.gpus) if self.gpus else {}
 
     def cell(self, experiment: str, method: str, target: str, seed: int) -> Cell:
         exp = self.experiment(experiment)

@@ -51,6 +51,13 @@ TOP_LEVEL_SETTINGS: dict[str, Any] = {
         "description": "training cells save their state every this many rounds and resume from it when rerun after "
         "an interruption (0: never); not part of a cell's identity",
     },
+    "cells_per_job": {
+        "enum": ["cell", "targets"],
+        "default": "cell",
+        "description": "what one training job of the workflow trains: one cell (fdabench train), or the targets of "
+        "one (experiment, method, seed) in one process (fdabench train-group), each still its own cell with its own "
+        "result, plan and log; not part of a cell's identity",
+    },
 }
 #: the settings of a theory check with a default
 THEORY_CHECK_SETTINGS: dict[str, Any] = {

@@ -60,6 +60,8 @@ LOGS = {
     "prepare": "results/logs/prepare/{dataset}/{options_hash}.log",
     "partition": "results/logs/partition/{suite}/{experiment}/{target}/seed{seed}.log",
     "train": "results/logs/cells/{suite}/{experiment}/{method}/{target}/seed{seed}.log",
+    # a job that trains several cells (params.yaml cells_per_job): its own output; each cell logs to "train" too
+    "train_group": "results/logs/groups/{suite}/{experiment}/{method}/seed{seed}.log",
     "theory_init": "results/logs/theory/{suite}/{experiment}/{target}/seed{seed}.log",
     "theory_report": "results/logs/theory/{suite}/{check}.log",
     "table": "results/logs/tables/{suite}/{table}.log",
