@@ -1,4 +1,4 @@
-# fdabench workflow: data -> partitions -> one training job per cell -> tables and figures.
+# fdabench workflow: data -> partitions -> training jobs (a cell, or a group of targets, a job) -> tables and figures.
 # Usage: snakemake --cores 8 results/table1.csv     (or `snakemake --cores 8` for every table and figure)
 # Tables and figures are written to results/<suite>/; results/<name> links to the active suite's.
 

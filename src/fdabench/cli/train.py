@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +124,14 @@ def cmd_train_group(args: argparse.Namespace) -> int:
     for cell in planned:
         if cell not in pending:
             cell.say(f"{cell.label}: finished with today's plan and code; kept -> {cell.output}")
-    outcomes, statistics = run_together([cell.train(args) for cell in pending])
+    with _lines_to_cell_logs():
+        outcomes, statistics = run_together([cell.train(args) for cell in pending])
     failed = [(cell, error) for cell, error in zip(pending, outcomes, strict=True) if isinstance(error, BaseException)]
     for cell, error in failed:
         cell.fail(error)
-    if failed:
+    if not failed:
         for cell in planned:
-            if cell not in (entry for entry, _ in failed):
-                cell.keep()
+            kept_path(cell.output).unlink(missing_ok=True)
     print(
         f"{len(pending) - len(failed)} of {len(pending)} cells trained as one group, {cells - len(pending)} kept "
         f"({statistics.stacked_requests} local trainings and evaluations computed together in "
@@ -137,9 +141,46 @@ def cmd_train_group(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+class _CellLog(threading.local):
+    """The log file of the cell the current thread trains, if any."""
+
+    file: Any = None
+
+
+_CELL_LOG = _CellLog()
+
+
+class _Routed(io.TextIOBase):
+    """A standard stream while a group trains: what a cell's thread writes goes to that cell's log as well."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if _CELL_LOG.file is not None:
+            _CELL_LOG.file.write(text)
+            _CELL_LOG.file.flush()
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def _lines_to_cell_logs():
+    """Standard output and error routed (`_Routed`) while the cells train, so that each cell's lines (checkpoint
+    messages, progress, warnings) are in its own log as a one-cell job's are."""
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Routed(stdout), _Routed(stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
 def kept_path(output: str | Path) -> Path:
-    """Where `train-group` keeps a finished cell's result while another cell of its group failed: a hidden file
-    beside the output."""
+    """Where `train-group` keeps a copy of a finished cell's result until the whole group has finished (Snakemake
+    removes the outputs of a job that failed or was killed): a hidden file beside the output."""
     output = Path(output)
     return output.with_name(f".{output.name}.kept")
 
@@ -179,16 +220,10 @@ class _GroupCell:
         if current(kept):
             write_text_atomic(self.output, kept.read_text(encoding="utf-8"))
             kept.unlink()
-            self.say(f"{self.label}: put back the result a failed group run kept ({kept})")
+            self.say(f"{self.label}: put back the result an unfinished group run kept ({kept})")
             return True
         kept.unlink(missing_ok=True)
         return False
-
-    def keep(self) -> None:
-        from fdabench.core.io import write_text_atomic
-
-        if Path(self.output).is_file():
-            write_text_atomic(kept_path(self.output), Path(self.output).read_text(encoding="utf-8"))
 
     def fail(self, error: BaseException) -> None:
         import traceback
@@ -213,22 +248,29 @@ class _GroupCell:
 
         def job() -> str:
             checkpoint = checkpoint_path(self.output)
-            result = run_cell(
-                self.config,
-                self.prepared,
-                self.partition,
-                args.threads,
-                args.device,
-                checkpoint=checkpoint,
-                checkpoint_every=args.checkpoint_every,
-                code=CodeFingerprint.from_json(self.code),
-            )
-            write_json_atomic(self.output, seal(result))
-            checkpoint.unlink(missing_ok=True)
-            self.say(
-                f"{self.label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s "
-                f"training) -> {self.output}"
-            )
+            with contextlib.ExitStack() as stack:
+                if self.log is not None:
+                    _CELL_LOG.file = stack.enter_context(open(self.log, "a", encoding="utf-8"))
+                    stack.callback(setattr, _CELL_LOG, "file", None)
+                result = run_cell(
+                    self.config,
+                    self.prepared,
+                    self.partition,
+                    args.threads,
+                    args.device,
+                    on_round=_RoundProgress.lines(self.label),
+                    checkpoint=checkpoint,
+                    checkpoint_every=args.checkpoint_every,
+                    code=CodeFingerprint.from_json(self.code),
+                )
+                write_json_atomic(self.output, seal(result))
+                write_json_atomic(kept_path(self.output), seal(result))  # until the whole group has finished
+                checkpoint.unlink(missing_ok=True)
+                print(
+                    f"{self.label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s "
+                    f"training) -> {self.output}",
+                    flush=True,
+                )
             return self.label
 
         return job
@@ -288,6 +330,11 @@ class _RoundProgress:
             )
             self.progress.__enter__()
         return self.update
+
+    @classmethod
+    def lines(cls, label: str) -> Callable[[dict[str, Any], int, str], None]:
+        """The progress of a cell that shares its job with others: a line every 10 rounds, never a bar."""
+        return cls(label).update
 
     def update(self, record: dict[str, Any], total: int, metric: str) -> None:
         status = f"{metric} {record[metric]:.4f}"
