@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far batched cells (train setting `batching: stacked`) are from the same cells computed one by one, against
 the spread between seeds: the largest |Δ final| of a cell, beside the seed-to-seed standard deviation of the same
-(experiment, method, target) one by one.
+(experiment, method, target) one by one, and the largest |Δ| of any number in the cells' per-round records.
 
 REFERENCE and BATCHED are folders of cell files (results/cells/<suite>, searched recursively) or reproduction
 archives (cells.jsonl.gz). Cells are paired by (experiment, method, target, seed); only the cells both hold are
@@ -26,14 +26,27 @@ def read_cells(source: Path) -> dict[tuple, dict]:
     if source.is_dir():
         records = [json.loads(path.read_text()) for path in sorted(source.rglob("*.json"))]
     else:
+        from fdabench.reproduction.archive import cell_from_record
+
         with gzip.open(source, "rt", encoding="utf-8") as archive:
-            records = [json.loads(line) for line in archive]
+            records = [cell_from_record(json.loads(line)) for line in archive]
     cells = {}
     for record in records:
         config = record.get("config")
         if isinstance(config, dict) and "final" in record:
             cells[(config["experiment"], config["method"], str(config["target"]), int(config["seed"]))] = record
     return cells
+
+
+def largest_round_difference(one: dict, other: dict) -> float:
+    """The largest |Δ| over every number the two cells' per-round records hold (losses, metrics, betas), timings
+    aside."""
+    largest = 0.0
+    for mine, theirs in zip(one.get("rounds", []), other.get("rounds", []), strict=True):
+        for key, value in mine.items():
+            if key != "seconds" and isinstance(value, int | float) and isinstance(theirs.get(key), int | float):
+                largest = max(largest, abs(value - theirs[key]))
+    return largest
 
 
 def without_batching(config: dict) -> dict:
@@ -62,6 +75,7 @@ def differences(reference: dict[tuple, dict], batched: dict[tuple, dict]) -> dic
         "max_abs_final_difference": deltas[worst],
         "worst_cell": "/".join(map(str, worst)),
         "median_abs_final_difference": statistics.median(deltas.values()),
+        "max_abs_round_record_difference": max(largest_round_difference(reference[k], batched[k]) for k in shared),
         "seed_sd_median": statistics.median(spread.values()) if spread else None,
         "seed_sd_of_worst_cell": spread.get(worst[:3]),
         "cells_above_their_seed_sd": len(above),

@@ -20,7 +20,8 @@ Prints the wall time and where it went:
 Training jobs are the `train` rule's (one cell a job) or a `train_<experiment>` rule's (params.yaml
 `cells_per_job: targets`: a job trains its targets; `--config cells_per_job=cell` measures one job a cell).
 
-Usage: scripts/bench_main_job.py [--keep DIR] [--json FILE] [--cores 8] [--config KEY=VALUE ...] [target ...]
+Usage: scripts/bench_main_job.py [--keep DIR] [--json FILE] [--cores 8] [--configfile FILE] [--config KEY=VALUE ...]
+       [target ...]
 (`--keep DIR` copies the run's results/cells there, e.g. for scripts/compare_cells.py).
 """
 
@@ -114,6 +115,9 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="copy the run's results/cells here")
     parser.add_argument("--json", type=Path, help="write the numbers here as JSON")
     parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="passed to snakemake --config")
+    parser.add_argument(
+        "--configfile", type=Path, help="a YAML file merged over params.yaml (e.g. a suite's train setting)"
+    )
     args = parser.parse_args()
     snakemake = shutil.which("snakemake")
     if snakemake is None:
@@ -127,6 +131,9 @@ def main() -> int:
         env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")]))
         command = [snakemake, "--cores", str(args.cores), *args.targets]
+        if args.configfile:
+            shutil.copy(args.configfile, work / "overlay.yaml")
+            command += ["--configfile", "params.yaml", "overlay.yaml"]
         if args.config:
             command += ["--config", *args.config]
         dry_wall, dry_cpu, code = run([*command, "-n"], work, env)

@@ -2,9 +2,12 @@
 whether it has one; cells that cannot compute stacked (a proximal term, an observer, a model with buffers) run in the
 group as alone; `batching: off` cells in a group are the one-by-one cells of today; one cell's failure is its own."""
 
+import time
+
 import pytest
 import torch
 
+from fdabench.federation.client import cpu_seconds
 from fdabench.federation.lockstep import Lockstep, batching_scope, run_together
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.rounds import run_rounds
@@ -148,3 +151,25 @@ def test_partial_participation_computes_the_sources_that_answered():
     assert together == alone
     assert [r["answered"] for r in alone] == [r["answered"] for r in off]
     assert [r["loss"] for r in alone] == pytest.approx([r["loss"] for r in off], rel=1e-4)
+
+
+def test_the_cells_cpu_times_add_up_to_the_groups():
+    """In a group each cell's CPU time (`client.cpu_seconds`: what `train_cpu_seconds` records) is its own turns and
+    its share of what the group computed for it, so the cells' times add up to the process's CPU time for the
+    group, not to several times it (the process's clock in every cell would count every cell's work in each)."""
+
+    def timed(job):
+        def run():
+            started = cpu_seconds()
+            job()
+            return cpu_seconds() - started
+
+        return run
+
+    started = time.process_time()
+    times, stats = run_together([timed(job) for job in _jobs([0, 1, 3, 6])])
+    group = time.process_time() - started
+    assert stats.stacked_calls > 0 and all(seconds > 0 for seconds in times)
+    assert sum(times) <= group * 1.02 + 0.01
+    assert sum(times) >= group * 0.5  # the accounting misses little: hand-overs and the scheduler's own work
+    assert cpu_seconds() == pytest.approx(time.process_time(), abs=0.01)  # a cell alone: the process's clock

@@ -11,7 +11,9 @@ Keys (format "fdabench.cell/1"):
   client names, the order of per-source logs such as betas),
   model {name, options (the model factory's keyword arguments, its defaults included)},
   wall_seconds, train_seconds, train_cpu_seconds (CPU time of the training process: on a shared machine
-  the wall-clock seconds also count the waits for a core), device, threads, partition_hash,
+  the wall-clock seconds also count the waits for a core; in a group of cells, `fdabench train-group`, the wall
+  clock runs while the other cells run too, and the CPU time is the cell's own turns and its share of what the
+  group computed for it, `fdabench.federation.client.cpu_seconds`), device, threads, partition_hash,
   versions {fdabench, torch, python}, code {fingerprint, modules {module: hash}} (the code the result
   depends on, `fdabench.cell.plugin_scope`: a plugin the cell uses or that patched its code as `plugin:<name>`; tables
   refuse cells whose shared modules differ, `check_same_code`), plugins [{name, version, hash}] (the plugin

@@ -19,6 +19,7 @@ from fdabench.cell.result import cell_result
 from fdabench.cell.setup import load_cell
 from fdabench.core.io import canonical_json
 from fdabench.federation.checkpoint import Checkpoints
+from fdabench.federation.client import cpu_seconds
 from fdabench.federation.records import primary_metric
 from fdabench.federation.rounds import run_rounds
 from fdabench.models import resolved_model_options
@@ -59,7 +60,7 @@ def run_cell(
             "threads": threads,
         }
         checkpoints = Checkpoints(Path(checkpoint), checkpoint_every, identity)
-    train_started, train_cpu_started = time.perf_counter(), time.process_time()
+    train_started, train_cpu_started = time.perf_counter(), cpu_seconds()
     metric = primary_metric(cell.problem.task)
     progress = None if on_round is None else (lambda record, total: on_round(record, total, metric))
     history = run_rounds(
@@ -72,7 +73,7 @@ def run_cell(
         checkpoints=checkpoints,
     )
     train_seconds = time.perf_counter() - train_started
-    train_cpu_seconds = time.process_time() - train_cpu_started
+    train_cpu_seconds = cpu_seconds() - train_cpu_started
     settings = cell.settings
     return cell_result(
         config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +34,10 @@ class Group(Protocol):
 
     def evaluate(self, model, data, task, batch_size) -> dict[str, float] | None: ...
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the cell has used so far in its group (`cpu_seconds`)."""
+        ...
+
 
 def active_group() -> Group | None:
     """The group this thread's cell trains in, or None (a cell alone)."""
@@ -42,6 +47,14 @@ def active_group() -> Group | None:
 def join_group(group: Group | None) -> None:
     """Make this thread's local training and evaluation go through `group` (None: alone again)."""
     _GROUP.group = group
+
+
+def cpu_seconds() -> float:
+    """The CPU time this thread's cell has used so far: the process's (`time.process_time`) for a cell alone; in a
+    group, whose cells share the process, the CPU spent while the cell ran and its share of what the group computed
+    for it (`Group.cpu_seconds`), so that the cells' times add up to the group's."""
+    group = active_group()
+    return time.process_time() if group is None else group.cpu_seconds()
 
 
 #: loss of one batch: (model, client data, batch index or None for all samples) -> scalar

@@ -18,6 +18,7 @@ cell's result does not depend on its group, its position in it or whether it has
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -89,6 +90,14 @@ class _Cell:
         self.error: BaseException | None = None
         self.done = False
         self.outcome: Any = None
+        #: CPU seconds the cell has used: while its thread ran, and its share of what the group computed for it
+        self.cpu_seconds = 0.0
+        self.running_since: float | None = None  # process CPU time when its thread last started to run
+
+    def cpu_clock(self) -> float:
+        """`cpu_seconds` so far, the turn it is running included."""
+        since = self.running_since
+        return self.cpu_seconds + (0.0 if since is None else time.process_time() - since)
 
 
 class Lockstep:
@@ -124,9 +133,12 @@ class Lockstep:
         return [cell.outcome for cell in cells]
 
     def _hand_over(self, cell: _Cell) -> None:
-        """Let `cell` run until it asks for something or ends."""
+        """Let `cell` run until it asks for something or ends (the process's CPU meanwhile is the cell's)."""
+        cell.running_since = time.process_time()
         cell.turn.release()
         self._back.acquire()
+        cell.cpu_seconds += time.process_time() - cell.running_since
+        cell.running_since = None
 
     def _serve(self, cell: _Cell) -> None:
         cell.turn.acquire()
@@ -163,6 +175,7 @@ class Lockstep:
             kind = "train" if isinstance(batch[0], TrainRequest) else "evaluate"
             stats.requests += len(batch)
             stats.by_kind[kind] = stats.by_kind.get(kind, 0) + len(batch)
+            started = time.process_time()
             try:
                 answers = _compute(batch)
             except Exception as error:  # each cell of the group raises it in its own thread
@@ -174,8 +187,10 @@ class Lockstep:
                 stats.stacked_requests += len(batch)
             else:
                 stats.lone_calls += 1
+            share = (time.process_time() - started) / len(batch)  # each request's part of the computation
             for (cell, position), answer in zip(members, answers, strict=True):
                 cell.answers[position] = answer
+                cell.cpu_seconds += share
         for cell in cells:
             cell.requests = []
 
@@ -241,6 +256,9 @@ class Solo(_StackedComputation):
     def _answers(self, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
         return compute_grouped(requests)
 
+    def cpu_seconds(self) -> float:
+        return time.process_time()
+
 
 class _Member(_StackedComputation):
     """A cell's view of its group: its requests go to the scheduler, which computes them with the other cells'."""
@@ -251,6 +269,9 @@ class _Member(_StackedComputation):
 
     def _answers(self, requests: list[TrainRequest | EvaluationRequest]) -> list[Any]:
         return self.lockstep.wait_for_answers(self.cell, requests)
+
+    def cpu_seconds(self) -> float:
+        return self.cell.cpu_clock()
 
 
 @contextmanager
