@@ -161,3 +161,16 @@ def planned_jobs(plan: subprocess.CompletedProcess) -> dict[str, str]:
         for line in plan.stdout.splitlines()
         if line.split()[:1] and line.split()[-1].isdigit() and len(line.split()) == 2
     )
+
+
+#: what differs between two runs of the same cell: its timings (its digest hashes them too)
+TIMINGS = {"wall_seconds", "train_seconds", "train_cpu_seconds", "seconds", "digest"}
+
+
+def without_timings(value):
+    """A cell's contents (or any part of them) without its timings (`TIMINGS`)."""
+    if isinstance(value, dict):
+        return {key: without_timings(item) for key, item in value.items() if key not in TIMINGS}
+    if isinstance(value, list):
+        return [without_timings(item) for item in value]
+    return value

@@ -28,6 +28,7 @@ ALLOWED = {
     ("speed/aggregation.py", "reset_peak_rss", "open"): "/proc/self/clear_refs resets the kernel's peak RSS counter",
     ("speed/gpu/packing.py", "run_level", "open"): "a packed worker's log, written by the process as it runs",
     ("flower/deploy.py", "_start", "open"): "a SuperLink's or SuperNode's log, written by the process as it runs",
+    ("cli/train.py", "_appending", "open"): "a grouped cell's log, appended to as its train-group job runs",
     # every cell's code fingerprint reaches these two modules, so they keep their own staging folder (the steps of
     # core.staging.atomic_folder: a temporary folder beside the final one, renamed into place when complete)
     ("data/base.py", "save", "np.save"): "a prepared dataset's arrays, into its staging folder",

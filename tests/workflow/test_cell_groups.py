@@ -20,7 +20,7 @@ import yaml
 
 from fdabench.config import validate_params
 from fdabench.core import devices
-from workflows import TINY_PARAMS, workflow_environment
+from workflows import TINY_PARAMS, without_timings, workflow_environment
 
 pytestmark = [
     pytest.mark.pipeline,
@@ -43,7 +43,6 @@ PARAMS = {
     },
 }
 CELLS = "results/cells/tiny/colored_digits"
-TIMING = {"wall_seconds", "train_seconds", "train_cpu_seconds", "seconds", "digest"}
 
 
 def _snakemake(workdir: Path, repo: Path, *args: str, params: dict | None = None) -> subprocess.CompletedProcess:
@@ -56,16 +55,8 @@ def _snakemake(workdir: Path, repo: Path, *args: str, params: dict | None = None
 
 def _cells(workdir: Path) -> dict[str, dict]:
     """Every cell without its timings."""
-
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in TIMING}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
     return {
-        str(path.relative_to(workdir)): strip(json.loads(path.read_text()))
+        str(path.relative_to(workdir)): without_timings(json.loads(path.read_text()))
         for path in sorted((workdir / CELLS).glob("*/*/seed*.json"))
     }
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflows import TINY_PARAMS, workflow_environment
+from workflows import TINY_PARAMS, without_timings, workflow_environment
 
 pytestmark = [
     pytest.mark.pipeline,
@@ -31,7 +31,6 @@ PARAMS = {
     },
 }
 CELLS = "results/cells/tiny/colored_digits"
-TIMING = {"wall_seconds", "train_seconds", "train_cpu_seconds", "seconds", "digest"}  # the digest hashes timings too
 
 
 def _command(repo: Path, workdir: Path) -> list[str]:
@@ -108,16 +107,8 @@ def _kill(pid: int) -> None:
 
 def _results(workdir: Path) -> dict[str, object]:
     """Every cell without its timings, and the table's files."""
-
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in TIMING}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
     results: dict[str, object] = {
-        str(path.relative_to(workdir)): strip(json.loads(path.read_text())) for path in _cells(workdir)
+        str(path.relative_to(workdir)): without_timings(json.loads(path.read_text())) for path in _cells(workdir)
     }
     for ext in ("csv", "md", "json"):
         results[f"table1.{ext}"] = (workdir / f"results/tiny/table1.{ext}").read_bytes()

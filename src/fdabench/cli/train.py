@@ -178,6 +178,12 @@ def _lines_to_cell_logs():
         sys.stdout, sys.stderr = stdout, stderr
 
 
+def _appending(log: str) -> Any:
+    """A grouped cell's log, open to append to: written as the job runs, as Snakemake's redirection writes a one-cell
+    job's (a log, never a result)."""
+    return open(log, "a", encoding="utf-8")
+
+
 def kept_path(output: str | Path) -> Path:
     """Where `train-group` keeps a copy of a finished cell's result until the whole group has finished (Snakemake
     removes the outputs of a job that failed or was killed): a hidden file beside the output."""
@@ -194,20 +200,22 @@ class _GroupCell:
         self.label = f"{config['experiment']}/{config['method']}/{config['target']}/seed{config['seed']}"
 
     def start_log(self, cells: int) -> None:
+        from fdabench.core.io import write_text_atomic
+
         if self.log is not None:
-            Path(self.log).parent.mkdir(parents=True, exist_ok=True)
-            Path(self.log).write_text(f"{self.label}: one of {cells} cells of a train-group job\n", encoding="utf-8")
+            write_text_atomic(self.log, f"{self.label}: one of {cells} cells of a train-group job\n")
 
     def say(self, line: str) -> None:
         """A line on standard output and in the cell's own log."""
         print(line, flush=True)
         if self.log is not None:
-            with open(self.log, "a", encoding="utf-8") as log:
+            with _appending(self.log) as log:
                 log.write(line + "\n")
 
     def finished(self) -> bool:
         """Whether the output holds the cell's finished result, putting a kept one back in place first."""
         from fdabench.core.io import write_text_atomic
+        from fdabench.core.readers import read_text
         from fdabench.jobs.heal import recorded_state
 
         def current(path: Path) -> bool:
@@ -218,7 +226,7 @@ class _GroupCell:
             kept.unlink(missing_ok=True)
             return True
         if current(kept):
-            write_text_atomic(self.output, kept.read_text(encoding="utf-8"))
+            write_text_atomic(self.output, read_text(kept, "a kept cell result"))
             kept.unlink()
             self.say(f"{self.label}: put back the result an unfinished group run kept ({kept})")
             return True
@@ -231,12 +239,11 @@ class _GroupCell:
         from fdabench.cell.setup import CellInputError
 
         reason = str(error) if isinstance(error, CellInputError) else f"{type(error).__name__}: {error}"
-        if self.log is not None and not isinstance(error, CellInputError):
-            with open(self.log, "a", encoding="utf-8") as log:
-                log.write("".join(traceback.format_exception(error)))
         print(f"fdabench: {self.output}: {reason}", file=sys.stderr, flush=True)
         if self.log is not None:
-            with open(self.log, "a", encoding="utf-8") as log:
+            with _appending(self.log) as log:
+                if not isinstance(error, CellInputError):
+                    log.write("".join(traceback.format_exception(error)))
                 log.write(f"fdabench: {self.output}: {reason}\n")
 
     def train(self, args: argparse.Namespace) -> Any:
@@ -250,7 +257,7 @@ class _GroupCell:
             checkpoint = checkpoint_path(self.output)
             with contextlib.ExitStack() as stack:
                 if self.log is not None:
-                    _CELL_LOG.file = stack.enter_context(open(self.log, "a", encoding="utf-8"))
+                    _CELL_LOG.file = stack.enter_context(_appending(self.log))
                     stack.callback(setattr, _CELL_LOG, "file", None)
                 result = run_cell(
                     self.config,
