@@ -8,6 +8,7 @@ from pathlib import Path
 from fdabench.cell.digest import UNSEALED, seal
 from fdabench.cell.fingerprint import cell_fingerprint
 from fdabench.config import validate_params
+from fdabench.jobs.heal import kept_path
 from fdabench.jobs.status import cell_state, format_status, heal_workspace, rerun_marker, suite_status
 
 PARAMS = validate_params(
@@ -202,3 +203,29 @@ def test_one_cell_in_full_by_its_job_name_or_its_path(tmp_path, monkeypatch, cap
     ]:
         assert main(["status", name]) == 2
         assert message in capsys.readouterr().err, name
+
+
+def test_a_group_jobs_failure_and_its_kept_cells(tmp_path):
+    """With `cells_per_job: targets` a job trains a cell's targets together: a cell without a result and without an
+    error of its own reads the group job's log, where only a group-wide error or its own counts (another target's
+    error is that target's); a cell that finished in a group that failed is kept beside its output."""
+    source_minus, source_plus, _, _ = PARAMS.cells()  # source_only, targets -90 and +90, seed 0: one group
+    group = "results/logs/groups/st/digits/source_only/seed0.log"
+    assert source_minus.group_log_path == source_plus.group_log_path == group
+    group_log = tmp_path / source_minus.group_log_path
+    group_log.parent.mkdir(parents=True, exist_ok=True)
+    group_log.write_text(f"fdabench: {source_plus.path}: partition p.json is for target -90 seed 0, not this cell\n")
+    assert cell_state(source_minus, tmp_path).state == "missing"  # another target's error
+    state = cell_state(source_plus, tmp_path)
+    assert state.state == "failed" and state.reason.startswith(f"fdabench: {source_plus.path}: partition")
+    assert state.reason.endswith(f"(log: {group_log})")
+
+    group_log.write_text("fdabench: data/prepared/colored_digits/x: no such folder; run the prepare job first\n")
+    assert cell_state(source_minus, tmp_path).state == "failed"  # a group-wide error is every cell's
+
+    kept = kept_path(tmp_path / source_minus.path)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("{}")
+    assert cell_state(source_minus, tmp_path).reason == (
+        "finished in a group job that did not; put back when its group reruns"
+    )

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from fdabench.cell.compare import cell_differences
 from fdabench.cell.plugin_scope import cell_code
-from fdabench.cli.train import kept_path
 from fdabench.core import paths
 from fdabench.federation.checkpoint import checkpoint_path
 from fdabench.jobs.cell_plan import read_plan, write_plan
+from fdabench.jobs.heal import kept_path
 from workflows import workflow_environment
 
 CELLS = [("source_only", 0, "off"), ("fedgp", 1, "off"), ("source_only", 1, "stacked"), ("fedgp", 0, "stacked")]

@@ -14,6 +14,7 @@ from typing import Any
 from fdabench.cli.common import CommandError, bounded, json_argument, problem_arguments, require_json, require_prepared
 from fdabench.cli.file_arguments import reads
 from fdabench.cli.files import INPUT, INPUT_FOLDER, OUTPUT, PathRole
+from fdabench.jobs.heal import kept_path
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -182,13 +183,6 @@ def _appending(log: str) -> Any:
     """A grouped cell's log, open to append to: written as the job runs, as Snakemake's redirection writes a one-cell
     job's (a log, never a result)."""
     return open(log, "a", encoding="utf-8")
-
-
-def kept_path(output: str | Path) -> Path:
-    """Where `train-group` keeps a copy of a finished cell's result until the whole group has finished (Snakemake
-    removes the outputs of a job that failed or was killed): a hidden file beside the output."""
-    output = Path(output)
-    return output.with_name(f".{output.name}.kept")
 
 
 class _GroupCell:

@@ -51,6 +51,11 @@ class Cell:
         """Where its training job's log goes."""
         return self._fill(paths.LOGS["train"])
 
+    @property
+    def group_log_path(self) -> str:
+        """Where the log of the job that trains its targets together goes (params.yaml `cells_per_job: targets`)."""
+        return self._fill(paths.LOGS["train_group"])
+
     def _fill(self, pattern: str) -> str:
         return paths.fill(
             pattern,

@@ -89,6 +89,13 @@ def heal_cell(
     return None
 
 
+def kept_path(output: str | Path) -> Path:
+    """Where `train-group` keeps a copy of a finished cell's result until the whole group has finished (Snakemake
+    removes the outputs of a job that failed or was killed): a hidden file beside the output."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.kept")
+
+
 def move_aside(result: Path, path: str | None = None) -> str:
     """A directory where the cell file belongs (no job can write the cell there): renamed to a hidden folder beside
     it (nothing in it is deleted), so the cell is missing and runs; one line saying where it went."""

@@ -21,7 +21,7 @@ from fdabench.config.params import Cell, Params
 from fdabench.core import paths
 from fdabench.core.readers import read_json, reading
 from fdabench.federation.checkpoint import checkpoint_path
-from fdabench.jobs.heal import heal_cell, heal_link, recorded_state
+from fdabench.jobs.heal import heal_cell, heal_link, kept_path, recorded_state
 
 STATES = ("current", "edited", "stale", "failed", "missing")
 
@@ -33,14 +33,17 @@ class CellState:
     reason: str = ""
 
 
-def _last_error(log: Path) -> str | None:
-    """The last line of a training log that reports an error, if any."""
+def _last_error(log: Path, sibling_prefix: str | None = None, own: str | None = None) -> str | None:
+    """The last line of a training log that reports an error, if any; in a group job's log, the lines naming another
+    cell of the group (a path under `sibling_prefix` other than `own`) are not this cell's."""
     if not log.is_file():
         return None
     with reading(log, "a training log"):
         text = log.read_text(encoding="utf-8", errors="replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("fdabench:") or "Error" in line]
+    if sibling_prefix is not None:
+        errors = [line for line in errors if sibling_prefix not in line or (own is not None and own in line)]
     return errors[-1] if errors else None
 
 
@@ -51,6 +54,11 @@ def cell_state(cell: Cell, root: Path = Path(".")) -> CellState:
     if not result_path.is_file():
         log = root / cell.log_path
         error = _last_error(log)
+        if error is None:  # a job that trained the cell with its group's other targets may have failed before it
+            log = root / cell.group_log_path
+            error = _last_error(log, cell.path.rsplit("/", 2)[0] + "/", cell.path)
+        if kept_path(result_path).is_file():
+            return CellState(cell, "missing", "finished in a group job that did not; put back when its group reruns")
         if error:
             return CellState(cell, "failed", f"{error} (log: {log})")
         if checkpoint_path(result_path).is_file():
