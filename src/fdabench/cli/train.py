@@ -264,8 +264,9 @@ class _GroupCell:
                     checkpoint_every=args.checkpoint_every,
                     code=CodeFingerprint.from_json(self.code),
                 )
-                write_json_atomic(self.output, seal(result))
-                write_json_atomic(kept_path(self.output), seal(result))  # until the whole group has finished
+                sealed = seal(result)
+                write_json_atomic(self.output, sealed)
+                write_json_atomic(kept_path(self.output), sealed)  # until the whole group has finished
                 checkpoint.unlink(missing_ok=True)
                 print(
                     f"{self.label}: final {result['metric']} {result['final']:.4f} ({result['train_seconds']:.1f}s "
