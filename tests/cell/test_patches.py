@@ -11,7 +11,7 @@ import pytest
 from fdabench.cell.fingerprint import module_files
 from fdabench.cell.patches import Patch, shipped_patches
 from fdabench.core import devices
-from fdabench.methods import fda
+from fdabench.methods import Roles, fda
 from fdabench.methods.fda import FedDA
 from fdabench.tensor_math import aggregation
 
@@ -52,12 +52,12 @@ def test_a_replaced_function_is_found_where_it_was_made_with_the_file_that_made_
 def test_changed_defaults_and_constants_are_found(monkeypatch):
     monkeypatch.setattr(devices.decide, "__defaults__", (False,))  # strict=True in the source
     monkeypatch.setattr(devices, "UNPINNED", "all")
-    monkeypatch.setattr(FedDA, "warmup", False)
+    monkeypatch.setattr(FedDA, "roles", Roles())
     found = {(patch.module, patch.name) for patch in shipped_patches()}
     assert found == {
         ("fdabench.core.devices", "decide"),
         ("fdabench.core.devices", "UNPINNED"),
-        ("fdabench.methods.fda", "FedDA.warmup"),
+        ("fdabench.methods.fda", "FedDA.roles"),
     }
 
 

@@ -215,7 +215,7 @@ def test_paper_suite_runs_every_shipped_method(raw):
     }
     # methods that need their own training settings (SCAFFOLD: plain SGD; FedBN: BatchNorm layers) run in the
     # heterogeneity suite, not under the published tables' settings
-    own_settings = {name for name in shipped if METHODS.get(name).requires_train}
+    own_settings = {name for name in shipped if METHODS.get(name).requires.train}
     assert own_settings == {"scaffold", "fedbn"}
     for table in ("table1", "table_extended", "table_noise", "table_label_shift", "table_fed_heart"):
         assert algorithms_in[table] == shipped - weak - own_settings, table

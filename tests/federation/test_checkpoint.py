@@ -68,7 +68,7 @@ def _without_seconds(rounds):
     ],
 )
 def test_resumed_run_equals_an_uninterrupted_one(problem, tmp_path, name, hparams, momentum):
-    base = SETTINGS if get_method(name).warmup else LONG  # 7 rounds either way: round 4 is mid-run
+    base = SETTINGS if get_method(name).roles.warmup else LONG  # 7 rounds either way: round 4 is mid-run
     settings = dataclasses.replace(base, server_momentum=momentum)
     reference, _ = _run(problem, name, hparams, settings=settings)
     checkpoints = Checkpoints(tmp_path / "cell.ckpt", 2, IDENTITY)

@@ -19,7 +19,7 @@ from fdabench.federation.rule_interface import RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.federation.sites import LocalSites, TimedSites, train_source
 from fdabench.federation.validation import SOURCE_PREFIX, mean_metrics
-from fdabench.methods import get_method
+from fdabench.methods import Roles, get_method
 from fdabench.methods.scaffold import Scaffold, control_update
 from tiny import TINY_TRAIN
 
@@ -44,7 +44,7 @@ def _sites(method, problem, train):
 class ScaffoldWithTarget(Scaffold):
     """SCAFFOLD in which the target trains too (with its own control variate): what a stateful target receives."""
 
-    target_split = "labelled"
+    roles = Roles(state="all")
     received: list
 
     def aggregate(self, inputs):
@@ -85,7 +85,7 @@ def test_a_target_that_keeps_state_gets_the_broadcast_and_sends_its_message(prob
 
 def test_a_warm_up_round_sends_no_broadcast(problem):
     class WarmScaffold(Scaffold):
-        warmup = True
+        roles = Roles(target=None, state="all", warmup=True)
 
     history = run_rounds(
         WarmScaffold(),
@@ -201,7 +201,7 @@ def test_cohorts_and_the_timing_hook_answer_for_the_sources_asked(problem):
 
 
 def test_ditto_keeps_its_personal_model_at_the_target_and_reports_it_beside_the_global_model(problem):
-    """Only the target keeps state (`state_clients`): its personal model moves in its round while the update it sends
+    """Only the target keeps state (`Roles.state`): its personal model moves in its round while the update it sends
     is the global copy's; the record is the personal model's metric and loss with the global model's beside them."""
     method = get_method("ditto")
     sites, space, settings = _sites(method, problem, TINY_TRAIN)

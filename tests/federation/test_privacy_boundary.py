@@ -80,7 +80,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
 
     method.aggregate, method.target_observer = server, observer
     monkeypatch.setattr(rounds, "fedavg", fedavg_round)
-    settings = TrainSettings.from_dict(deep_merge({**AUX_TRAIN, "rounds": 3}, method.requires_train))
+    settings = TrainSettings.from_dict(deep_merge({**AUX_TRAIN, "rounds": 3}, method.requires.train))
     history = run_rounds(method, problem, settings, 0, torch.device("cpu"))
 
     exchanged = [r for r in history["rounds"] if r["phase"] != "finetune"]  # a local round sends nothing
@@ -89,7 +89,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
     m = history["model_size"]
     # FedBN: its BatchNorm entries never cross; SCAFFOLD: c down and Δc_i up, m floats each, per training source;
     # f-DANN, f-WDGRL: the target's features up, the server's broadcast of them down (`message_shapes`)
-    shared = m - (int(method.local.sum()) if method.keeps_client_state and hasattr(method, "local") else 0)
+    shared = m - (int(method.local.sum()) if method.roles.state is not None and hasattr(method, "local") else 0)
     if name == "fedrep":  # only the shared body crosses; every head stays with its client
         shared = method.body_size
     if name == "comda":  # no parameter crosses: black-box sources, and the target's networks stay with it
@@ -103,7 +103,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
             assert tensor.untyped_storage().data_ptr() not in data, f"{name}: client data reached the server"
             assert tuple(tensor.shape) in shapes, f"{name}: {tuple(tensor.shape)}"
         estimates = 0
-        first_fda_round = record["round"] == (SETTINGS.warmup_rounds if method.warmup else 0)
+        first_fda_round = record["round"] == (SETTINGS.warmup_rounds if method.roles.warmup else 0)
         if (
             method.logs_betas
             and record["phase"] == "fda"

@@ -12,11 +12,12 @@ from torch import nn
 from fdabench.federation.client import Proximal, loss_function
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
+from fdabench.federation.roles import Roles
 from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
 from fdabench.federation.rule_interface import Aggregate
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
-from fdabench.methods.base import RoundLoopMethod
+from fdabench.methods.base import RoundLoopMethod, default_phases
 from tiny import TINY_TRAIN
 
 CPU = torch.device("cpu")
@@ -33,10 +34,9 @@ class Probe(RoundLoopMethod):
 
     name = "probe"
 
-    def __init__(self, steps=None, fda_lr=None, proximal=None, **rules):
+    def __init__(self, steps=None, fda_lr=None, proximal=None, **roles):
         super().__init__()
-        for key, value in rules.items():
-            setattr(self, key, value)
+        self.roles = Roles(**roles)
         self.steps, self.fda_lr, self.proximal = steps, fda_lr, proximal
         self.prepared, self.inputs, self.contexts, self.source_calls, self.source_buffers = [], [], [], [], {}
         self.target_buffers = None
@@ -45,10 +45,9 @@ class Probe(RoundLoopMethod):
         self.prepared.append((model, problem))
         return model
 
-    def fda_settings(self, settings):
-        if self.fda_lr is None:
-            return settings
-        return replace(settings, source_lr=self.fda_lr, target_lr=self.fda_lr)
+    def phases(self, settings, has_sources):
+        fda = None if self.fda_lr is None else replace(settings, source_lr=self.fda_lr, target_lr=self.fda_lr)
+        return default_phases(self, settings, has_sources, fda_settings=fda)
 
     def source_batch_loss(self, loss_fn):
         self.loss_fn = loss_fn
@@ -103,13 +102,13 @@ def test_the_loop_hands_the_method_its_model_problem_task_loss_and_round_inputs(
 
 
 def test_the_target_trains_on_the_split_the_method_names(problem):
-    labelled, everything = Probe(target_split="labelled"), Probe(target_split="all")
+    labelled, everything = Probe(target="labelled"), Probe(target="all")
     run_rounds(labelled, problem, SETTINGS, 0, CPU)
     run_rounds(everything, problem, SETTINGS, 0, CPU)
     assert [len(c.data) for c in labelled.contexts] == [len(problem.target_labelled)] * 2
     assert [len(c.data) for c in everything.contexts] == [len(problem.target_all())] * 2
     assert len(problem.target_all()) > len(problem.target_labelled)
-    nobody = Probe(target_split=None, sources_train=False)
+    nobody = Probe(target=None, sources="never")
     with pytest.raises(ValueError, match="^probe: no client trains$"):
         run_rounds(nobody, problem, SETTINGS, 0, CPU)
 
@@ -142,7 +141,7 @@ def test_only_methods_with_warmup_and_sources_get_warmup_rounds(problem):
     phases = {}
     for label, probe in {
         "no warmup": Probe(warmup=False),
-        "warmup, no sources": Probe(warmup=True, sources_train=False),
+        "warmup, no sources": Probe(warmup=True, sources="never"),
         "warmup": Probe(warmup=True),
     }.items():
         phases[label] = [r["phase"] for r in run_rounds(probe, problem, settings, 0, CPU)["rounds"]]

@@ -220,7 +220,7 @@ def test_local_sites_count_the_cohorts_a_source_round_trains():
 
 
 def test_the_unlabelled_split_is_every_training_input_with_no_label_at_all():
-    """`target_split: unlabelled` (f-DANN, f-WDGRL, Co-MDA): the labelled and the unlabelled inputs, in that order,
+    """`Roles(target="unlabelled")` (f-DANN, f-WDGRL, Co-MDA): the labelled and the unlabelled inputs, in that order,
     every label -1 and no auxiliary label, under a name of its own; the other splits as named."""
     from fdabench.federation.sites import target_training_data
 

@@ -36,20 +36,10 @@ CLIENT_STATE_AND_PLAIN = [
     "gp",  # the target starts from the sources' average, a source batch loss
 ]
 WITH_AUXILIARY_LABELS = ["auxinfo"]  # auxiliary labels in the site files: Fed-Heart (the mirror)
-#: what a method sets that the transport or a site acts on
-TRANSPORT_FLAGS = (
-    "sources_train",
-    "sources_train_after_warmup",
-    "target_split",
-    "warmup",
-    "delivery",
-    "keeps_client_state",
-    "state_clients",
-    "personalised",
-)
+#: what a method declares that the transport or a site acts on: each field of each is a feature of its own
+TRANSPORT_VALUES = ("roles", "delivery")
 TRANSPORT_HOOKS = (
     "phases",
-    "fda_settings",
     "prepare_model",
     "source_batch_loss",
     "target_batch_loss",
@@ -67,17 +57,18 @@ TRANSPORT_HOOKS = (
 
 
 def transport_features(method: type) -> frozenset:
-    """The transport features of a round-loop method: each flag it sets, with its value, and each client-side hook it
-    overrides. A feature decides what crosses between the server and the sites, or what runs at a site, whatever
-    the method's arithmetic."""
+    """The transport features of a round-loop method: each field of its roles and of who receives what, with its value
+    (a method forwarding updates and buffers, another only updates), and each hook it overrides. A feature decides
+    what crosses between the server and the sites, or what runs at a site, whatever the method's arithmetic."""
     from fdabench.methods.base import RoundLoopMethod
 
     overridden = {hook for hook in TRANSPORT_HOOKS if getattr(method, hook) is not getattr(RoundLoopMethod, hook)}
-    flags = {(flag, getattr(method, flag)) for flag in TRANSPORT_FLAGS if flag != "delivery"}
-    # each field of who receives what is a feature of its own (a method forwarding updates and buffers, another
-    # only updates)
-    delivery = {(f"delivery.{field.name}", getattr(method.delivery, field.name)) for field in fields(method.delivery)}
-    return frozenset(flags | delivery | overridden)
+    declared = {
+        (f"{value}.{field.name}", getattr(getattr(method, value), field.name))
+        for value in TRANSPORT_VALUES
+        for field in fields(getattr(method, value))
+    }
+    return frozenset(declared | overridden)
 
 
 TIMINGS = ("seconds", "flower_bytes_uplink", "flower_bytes_downlink", "flower_events")

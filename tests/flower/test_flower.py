@@ -44,7 +44,7 @@ from workflows import workflow_environment  # noqa: E402
 def exported(tiny_inputs, tmp_path_factory):
     """The tiny suite's EXPORTED cells as site files (all but fedgp added to the suite for this test; fdann
     trains the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
-    must report the samples its method's `target_split` trains on)."""
+    must report the samples its method's `roles.target` trains on)."""
     root, params = tiny_inputs
     folders = {}
     here = os.getcwd()

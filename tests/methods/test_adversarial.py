@@ -220,7 +220,7 @@ def test_same_seed_same_run_and_finite(name, run_method):
     first, again = run_method(name), run_method(name)
     assert _records(first) == _records(again)
     assert all(math.isfinite(record["loss"]) and 0 <= record["accuracy"] <= 1 for record in first["rounds"])
-    assert get_method(name).uses_unlabelled_target and get_method(name).family == "unsupervised"
+    assert get_method(name).roles.unlabelled and get_method(name).family == "unsupervised"
 
 
 def test_the_logged_lambda_follows_the_schedule(run_method):

@@ -89,7 +89,7 @@ def test_gradient_batches_estimation(problem):
 
 def test_fda_settings_decay_and_target_batch(problem):
     method = get_method("fedda_auto", {"lr_decay_after_warmup": 0.25, "target_batch_size": 4})
-    settings = method.fda_settings(TrainSettings.from_dict(SETTINGS))
+    settings = method.phases(TrainSettings.from_dict(SETTINGS), True)[-1].settings
     assert settings.source_lr == pytest.approx(5e-4) and settings.target_lr == pytest.approx(2.5e-4)
     assert settings.target_batch_size == 4
     _, history = _run("fedda_auto", problem, {"target_batch_size": 4})

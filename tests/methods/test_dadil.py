@@ -266,7 +266,7 @@ def test_batched_classifiers_train_independently(hidden):
 
 def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
     """The target's dictionary client sees every training input of the target and no label, so the cells
-    say `uses_unlabelled_target` (tables mark it †): moving the unlabelled inputs changes the run, and
+    say `roles.unlabelled` (tables mark it †): moving the unlabelled inputs changes the run, and
     scrambling every target training label does not."""
     baseline = _run("dadil_e", blobs)["rounds"]
     moved = dataclasses.replace(
@@ -283,4 +283,4 @@ def test_reads_the_targets_unlabelled_inputs_never_its_labels(blobs):
     losses = [r["loss"] for r in baseline]
     assert [r["loss"] for r in _run("dadil_e", moved)["rounds"]] != losses
     assert [r["loss"] for r in _run("dadil_e", scrambled)["rounds"]] == losses
-    assert METHODS.get("dadil_e").uses_unlabelled_target and METHODS.get("dadil_r").uses_unlabelled_target
+    assert METHODS.get("dadil_e").roles.unlabelled and METHODS.get("dadil_r").roles.unlabelled

@@ -85,7 +85,7 @@ def test_kd3a_run_protocol_and_bytes(run_method, tiny_problem):
         assert sum(record["domain_weights"]) == pytest.approx(1.0) and len(record["domain_weights"]) == sources + 1
         assert 0 <= record["knowledge_fraction"] <= 1
     assert [r["confidence_gate"] for r in history["rounds"]] == pytest.approx([0.8, 0.85, 0.9, 0.95])
-    assert get_method("kd3a").uses_unlabelled_target and not get_method("fedgp").uses_unlabelled_target
+    assert get_method("kd3a").roles.unlabelled and not get_method("fedgp").roles.unlabelled
 
 
 def test_kd3a_is_deterministic_and_mixup_matters(run_method):

@@ -7,7 +7,8 @@ Every loaded fdabench module is read against its own syntax tree (the one `fdabe
   class of that module and name;
 - each method a class body defines (plain, static, class method or property) the same, under `Class.method`;
 - a name it imports from another fdabench module must still be the object that module holds;
-- a constant it or a class body assigns from an immutable literal (a number, string, tuple, ...) must still
+- a constant it or a class body assigns from an immutable literal (a number, string, tuple, ...), or from a call of
+  a frozen dataclass with literal arguments (a method's `Roles(...)`, `Delivery(...)`, `Requires(...)`), must still
   equal it.
 
 Additions (a new attribute, a new module) are not patches: shipped code never reads them. What a patch names is
@@ -16,6 +17,7 @@ its module: a cell is affected when its fingerprint covers that module (`fdabenc
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import sys
 import types
@@ -59,14 +61,14 @@ def _module_patches(module: str, namespace: dict[str, Any], tree: ast.Module, pa
             if not _is_written_here(live, node, module, node.name, path):
                 found.append(Patch(module, node.name, _origin(live)))
             elif isinstance(node, ast.ClassDef):
-                found += _class_patches(module, live, node, path)
+                found += _class_patches(module, live, node, path, namespace)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "fdabench":
             for alias in node.names:
                 local = alias.asname or alias.name
                 if not _import_holds(namespace.get(local, _MISSING), node.module, alias.name):
                     found.append(Patch(module, local, _origin(namespace.get(local))))
         else:
-            found += [Patch(module, name, None) for name in _changed_constants(node, namespace)]
+            found += [Patch(module, name, None) for name in _changed_constants(node, namespace, namespace)]
     return found
 
 
@@ -87,7 +89,7 @@ def _in_package(path: Path) -> bool:
     return path.resolve().is_relative_to(PACKAGE)
 
 
-def _class_patches(module: str, cls: type, node: ast.ClassDef, path: Path) -> list[Patch]:
+def _class_patches(module: str, cls: type, node: ast.ClassDef, path: Path, scope: dict[str, Any]) -> list[Patch]:
     found = []
     for statement in node.body:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -96,7 +98,8 @@ def _class_patches(module: str, cls: type, node: ast.ClassDef, path: Path) -> li
             if not _is_written_here(_method_function(live), statement, module, qualified, path):
                 found.append(Patch(module, qualified, _origin(_method_function(live))))
         else:
-            found += [Patch(module, f"{node.name}.{name}", None) for name in _changed_constants(statement, vars(cls))]
+            changed = _changed_constants(statement, vars(cls), scope)
+            found += [Patch(module, f"{node.name}.{name}", None) for name in changed]
     return found
 
 
@@ -141,8 +144,9 @@ def _defaults_hold(function: types.FunctionType, node: ast.FunctionDef | ast.Asy
     return all(source is _MISSING or _same_value(source, now) for source, now in pairs)
 
 
-def _changed_constants(node: ast.stmt, namespace: dict[str, Any]) -> list[str]:
-    """The names `node` assigns an immutable literal to whose value in `namespace` is no longer it."""
+def _changed_constants(node: ast.stmt, namespace: dict[str, Any], scope: dict[str, Any]) -> list[str]:
+    """The names `node` assigns an immutable literal (or a declared value, `_declared`, its class found in the module's
+    `scope`) to whose value in `namespace` is no longer it."""
     if isinstance(node, ast.Assign):
         targets, value = node.targets, node.value
     elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -150,14 +154,16 @@ def _changed_constants(node: ast.stmt, namespace: dict[str, Any]) -> list[str]:
     else:
         return []
     written = _literal(value)
-    if written is _MISSING or not isinstance(written, _IMMUTABLE):
+    if written is _MISSING:
+        written = _declared(value, scope)
+    if written is _MISSING or not _immutable(written):
         return []
     changed = []
     for target in targets:
         if isinstance(target, ast.Name):
             now = namespace.get(target.id, _MISSING)
             # a value of another kind (an enum member, a descriptor) is what the class machinery made of it
-            if now is _MISSING or (isinstance(now, _IMMUTABLE) and not _same_value(written, now)):
+            if now is _MISSING or (_immutable(now) and not _same_value(written, now)):
                 changed.append(target.id)
     return changed
 
@@ -167,6 +173,32 @@ def _literal(node: ast.expr) -> Any:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _MISSING
+
+
+def _declared(node: ast.expr, scope: dict[str, Any]) -> Any:
+    """The value of a call of a frozen dataclass named in `scope` with literal arguments (a method's declarative
+    values: `Roles(warmup=True)`); _MISSING for anything else."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return _MISSING
+    cls = scope.get(node.func.id)
+    if not (isinstance(cls, type) and _frozen_dataclass(cls)) or any(k.arg is None for k in node.keywords):
+        return _MISSING
+    args = [_literal(argument) for argument in node.args]
+    kwargs = {keyword.arg: _literal(keyword.value) for keyword in node.keywords}
+    if _MISSING in args or _MISSING in kwargs.values():
+        return _MISSING
+    try:
+        return cls(*args, **kwargs)
+    except (TypeError, ValueError):
+        return _MISSING
+
+
+def _frozen_dataclass(cls: type) -> bool:
+    return dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+
+
+def _immutable(value: Any) -> bool:
+    return isinstance(value, _IMMUTABLE) or (not isinstance(value, type) and _frozen_dataclass(type(value)))
 
 
 def _same_value(written: Any, now: Any) -> bool:

@@ -93,7 +93,7 @@ def run_cell(
             "partition_hash": cell.partition_hash,
             "code": code.to_json(),
             "plugins": loaded_distributions(),  # the plugin distributions installed here
-            "uses_unlabelled_target": cell.method.uses_unlabelled_target,
+            "uses_unlabelled_target": cell.method.roles.unlabelled,
             "family": cell.method.family,
             "versions": {"fdabench": __version__, "torch": torch.__version__, "python": platform.python_version()},
         },

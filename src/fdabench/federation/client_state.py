@@ -14,18 +14,19 @@ so a method's client-side rule is written once:
 A method whose clients train otherwise than once from a plan writes their whole round instead (`local_round`, handed a
 `LocalClient`: the model, the client's samples, settings, loss and batch stream): Ditto trains the global copy and then
 the target's personal model with a proximal pull to θ, FedRep a client's head and then the shared body, APFL the global
-copy and the personal model on the same batches, Finetune_Offline the target's fine-tuning epoch. `state_clients` says
-whether every client keeps state or only the target (Ditto's and APFL's personal models: a source's would influence no
-reported number). At evaluation a client scores its own view of the global model (`evaluation_view`); a `personalised`
-method's cell reports the target's personalised predictor (its view, or `personal_metrics`: kNN-Per's interpolation with
-its stored features) and the global model beside it (`personalised_record`).
+copy and the personal model on the same batches, Finetune_Offline the target's fine-tuning epoch. The method's
+`roles.state` says whether every client keeps state or only the target (Ditto's and APFL's personal models: a source's
+would influence no reported number). At evaluation a client scores its own view of the global model
+(`evaluation_view`); a `roles.personalised` method's cell reports the target's personalised predictor (its view, or
+`personal_metrics`: kNN-Per's interpolation with its stored features) and the global model beside it
+(`personalised_record`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -91,16 +92,6 @@ class StatefulRules:
     """The client-side hooks of a method (`methods.base.RoundLoopMethod` implements them; the defaults keep no
     state, so every method without client state trains exactly as before)."""
 
-    #: whether clients keep state between rounds (`client_state`); such clients train one by one, never in cohorts
-    keeps_client_state: ClassVar[bool] = False
-    #: which clients keep state: "all" (SCAFFOLD, FedBN, FedRep) or only the "target" (Ditto's and APFL's personal
-    #: model, Finetune_Offline's frozen features)
-    state_clients: ClassVar[str] = "all"
-    #: whether the cell reports the target's personalised predictor (`evaluation_view`, or `personal_metrics`) on the
-    #: target's test split (its metric and loss) and on every validation split, and the global model beside it
-    #: (`global_<metric>`, `global_loss`): Ditto, FedRep, APFL, kNN-Per
-    personalised: ClassVar[bool] = False
-
     def client_state(self, space: ParameterSpace) -> ClientState | None:
         """A client's state before its first round, from the freshly built model in `space` (its initial parameters
         and buffers; every client's model starts from the same seeded initialisation); None: the method keeps none."""
@@ -158,9 +149,9 @@ class StatefulRules:
         return None
 
 
-def holds_state(method: StatefulRules, role: str) -> bool:
-    """Whether a client of `role` ("source" or "target") keeps state under `method` (`state_clients`)."""
-    return method.keeps_client_state and (method.state_clients == "all" or role == "target")
+def holds_state(method: Any, role: str) -> bool:
+    """Whether a client of `role` ("source" or "target") keeps state under `method` (its `roles.state`)."""
+    return method.roles.holds_state(role)
 
 
 def train_with_state(
@@ -176,7 +167,7 @@ def train_with_state(
     from `plan.start` with `plan.correction` (the caller's `train_locally` call, with its data and streams). `state`
     is the client's (made by `client_state` before the first round). A method without client state trains from
     `start` as it is and keeps nothing."""
-    if not method.keeps_client_state:
+    if method.roles.state is None:
         return LocalReply(train(LocalPlan(start)), None)
     plan = method.local_plan(state, start, broadcast)
     if plan.buffers is not None:

@@ -278,7 +278,6 @@ def _run_rounds(
     if sites_hook is not None:
         clients = sites_hook(clients)
     source_names = clients.source_names
-    fda_settings = method.fda_settings(settings)
     schedule = [phase for phase in method.phases(settings, bool(source_names)) for _ in range(phase.rounds)]
     total_rounds = len(schedule)
     velocity = None  # server momentum buffer
@@ -290,14 +289,14 @@ def _run_rounds(
         model.load_state_dict(saved["model"])
         global_params = space.get()
         velocity = None if saved["velocity"] is None else saved["velocity"].to(device)
-        method.restore_round_state(saved["method"])
+        method.round_state = saved["method"]
         clients.restore_client_states(saved.get("clients") or {})
         first_round, records = restore_loop(saved, generators, device)
     for round_index in range(first_round, total_rounds):
         started = time.perf_counter()
         phase = schedule[round_index]
         update_bytes = method.update_bytes(space, phase)
-        in_force = fda_settings if phase.step == "rule" else settings
+        in_force = settings if phase.settings is None else phase.settings
         source_local, target_local = local_settings(in_force, phase.name)
         broadcast = method.broadcast() if phase.step == "rule" else None
         broadcast_bytes = tensor_bytes(broadcast)
@@ -350,7 +349,7 @@ def _run_rounds(
                     device,
                     model=model.state_dict(),
                     velocity=velocity,
-                    method=method.round_state(),
+                    method=method.round_state,
                     clients=clients.client_states(),
                 )
             )

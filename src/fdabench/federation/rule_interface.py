@@ -16,6 +16,7 @@ from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import FDA, WARMUP
+from fdabench.federation.roles import Roles
 from fdabench.federation.settings import TrainSettings
 
 
@@ -49,7 +50,7 @@ class RoundInputs:
     source_buffers: list[list[Tensor]] | None = None
 
 
-def target_broadcast(method: RoundRules, inputs: RoundInputs) -> Tensor | None:
+def target_broadcast(method: RuleBasics, inputs: RoundInputs) -> Tensor | None:
     """The round's broadcast as it reaches the target: none where the method sends it to the sources only."""
     return inputs.broadcast if method.delivery.broadcast_to_target else None
 
@@ -86,73 +87,91 @@ class Aggregate:
 class Phase:
     """A run of rounds of one kind, in the order a method's `phases` lists them; `name` is each round's recorded
     phase. Who trains: the sources (`sources`, where the cell has sources that train) and the target (`target`, where
-    the method's `target_split` gives it data). The server's `step`: "fedavg" (FedAvg over the sources' updates: the
+    the method's `roles.target` gives it data). The server's `step`: "fedavg" (FedAvg over the sources' updates: the
     warm-up), "rule" (the method's `aggregate`, with the server's momentum and learning rate), or "local" (the target
     trains alone on its copy of the model: θ becomes its model, nothing crosses a client boundary and no byte is
     counted; the loop brings the model back only to evaluate it, as every round; the record keeps the target's metric
-    and loss, as Finetune_Offline's epochs always have)."""
+    and loss, as Finetune_Offline's epochs always have). `settings`: the training settings in force in its rounds
+    (auto-weighting's decayed learning rates in its FDA rounds); None: the cell's."""
 
     name: str
     rounds: int
     sources: bool = True
     target: bool = True
     step: str = "rule"
+    settings: TrainSettings | None = None
 
 
-def round_budget(method: RoundRules, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
-    """(warm-up rounds, warm-up and FDA rounds) of the loop: FedAvg warm-up rounds only for a method that asks for them
-    and a problem with sources to average, then `settings.rounds`."""
-    warmup_rounds = settings.warmup_rounds if (method.warmup and has_sources) else 0
+def round_budget(method: RuleBasics, settings: TrainSettings, has_sources: bool) -> tuple[int, int]:
+    """(warm-up rounds, warm-up and FDA rounds) of the loop: FedAvg warm-up rounds only for a method whose `roles` ask
+    for them and a problem with sources to average, then `settings.rounds`."""
+    warmup_rounds = settings.warmup_rounds if (method.roles.warmup and has_sources) else 0
     return warmup_rounds, warmup_rounds + settings.rounds
 
 
-def default_phases(method: RoundRules, settings: TrainSettings, has_sources: bool) -> list[Phase]:
-    """The warm-up rounds (FedAvg over the sources; `round_budget`), then the FDA rounds under the method's rule (the
-    sources train unless `sources_train_after_warmup` is False)."""
+def default_phases(
+    method: RuleBasics, settings: TrainSettings, has_sources: bool, fda_settings: TrainSettings | None = None
+) -> list[Phase]:
+    """The warm-up rounds (FedAvg over the sources; `round_budget`), then the FDA rounds under the method's rule, with
+    `fda_settings` in force where given (the sources train in them unless the method's `roles` train them in the
+    warm-up only)."""
     warmup_rounds, rounds = round_budget(method, settings, has_sources)
     return [
         Phase(WARMUP, warmup_rounds, sources=True, target=False, step="fedavg"),
-        Phase(FDA, rounds - warmup_rounds, sources=method.sources_train_after_warmup, target=True),
+        Phase(
+            FDA,
+            rounds - warmup_rounds,
+            sources=method.roles.sources != "warmup",
+            target=True,
+            settings=fda_settings,
+        ),
     ]
 
 
-class RoundRules(Protocol):
-    """What the round loop asks of a method (see `methods.base.RoundLoopMethod` for the meaning of each; the
-    client-side hooks: `federation.client_state`)."""
+class RuleBasics(Protocol):
+    """What both sides of a method read: its name, its clients' roles (`federation.roles.Roles`), who receives what
+    (`federation.delivery.Delivery`) and the model both train (`prepare_model`)."""
 
     name: str
-    sources_train: bool
-    sources_train_after_warmup: bool
-    target_split: str | None
-    warmup: bool
+    roles: Roles
     delivery: Delivery
-    keeps_client_state: bool
-    state_clients: str
-    personalised: bool
-
-    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]: ...
-
-    def fda_settings(self, settings: TrainSettings) -> TrainSettings: ...
 
     def prepare_model(self, model: torch.nn.Module, problem: FederatedProblem) -> torch.nn.Module: ...
 
-    def source_batch_loss(self, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Callable | None: ...
 
-    def target_batch_loss(self, context: TargetContext) -> Callable | None: ...
+class ServerRule(RuleBasics, Protocol):
+    """The server's part of a method: its rounds (`phases`), where the target starts, the broadcast, the aggregation,
+    the bytes of θ on the wire, and what it carries from round to round (`round_state`, saved in checkpoints).
+    The round loop (`federation.rounds`) reads a method through this and nothing else (a test holds it)."""
+
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]: ...
 
     def target_start(self, inputs: RoundInputs) -> Tensor: ...
 
-    def local_proximal(self) -> Proximal | None: ...
-
-    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]: ...
+    def broadcast(self) -> Tensor | None: ...
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate: ...
 
     def update_bytes(self, space: Any, phase: Phase) -> int: ...
 
-    def client_state(self, space: Any) -> ClientState | None: ...
+    round_state: dict[str, Any]
 
-    def broadcast(self) -> Tensor | None: ...
+
+class ClientRule(RuleBasics, Protocol):
+    """The clients' part of a method (`federation.client_state`): how a client trains (batch losses, a proximal term,
+    the target's observer, its plan before and its reply after local training, or its whole round), the state it
+    keeps, and how it evaluates. The sites (`federation.sites`, `fdabench.flower.site_worker`) read a method through
+    this."""
+
+    def source_batch_loss(self, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Callable | None: ...
+
+    def target_batch_loss(self, context: TargetContext) -> Callable | None: ...
+
+    def local_proximal(self) -> Proximal | None: ...
+
+    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]: ...
+
+    def client_state(self, space: Any) -> ClientState | None: ...
 
     def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan: ...
 
@@ -170,6 +189,7 @@ class RoundRules(Protocol):
 
     def personal_metrics(self, model: Any, data: Any, task: str, batch_size: int, own: Any) -> dict | None: ...
 
-    def round_state(self) -> dict[str, Any]: ...
 
-    def restore_round_state(self, state: dict[str, Any]) -> None: ...
+class RoundRules(ServerRule, ClientRule, Protocol):
+    """A whole method as the loop and its sites in one process see it: its server part and its clients' part
+    (`methods.base.RoundLoopMethod` implements both; each method file writes them side by side)."""

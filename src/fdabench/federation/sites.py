@@ -45,7 +45,7 @@ def client_generator(seed: int, client_index: int) -> torch.Generator:
 
 
 def target_training_data(split: str | None, labelled: ClientData, unlabelled: ClientData) -> ClientData | None:
-    """What the target trains on under a method's `target_split`: its labelled samples, labelled and unlabelled
+    """What the target trains on under a method's `roles.target`: its labelled samples, labelled and unlabelled
     together with their labels (the oracle, `FederatedProblem.target_all`), the inputs of both without any label
     (`unlabelled`: every label -1 and no auxiliary label, so no loss can read one), or nothing."""
     if split == "labelled":
@@ -221,8 +221,8 @@ class LocalSites:
         self.method, self.problem, self.space, self.loss_fn, self.seed = method, problem, space, loss_fn, seed
         self.eval_batch_size = eval_batch_size
         self.dropout = dropout  # the probability that an asked source drops out of a round (simulated)
-        self.sources: list[ClientData] = problem.sources if method.sources_train else []
-        self.target = target_training_data(method.target_split, problem.target_labelled, problem.target_unlabelled)
+        self.sources: list[ClientData] = problem.sources if method.roles.sources_train else []
+        self.target = target_training_data(method.roles.target, problem.target_labelled, problem.target_unlabelled)
         if not self.sources and self.target is None:
             raise ValueError(f"{method.name}: no client trains")
         self.source_names = tuple(s.name for s in self.sources)
@@ -233,7 +233,7 @@ class LocalSites:
         self.plain_sources = (
             method.source_batch_loss(loss_fn) is None
             and method.local_proximal() is None
-            and not method.keeps_client_state
+            and method.roles.state is None
             and type(method).local_round is StatefulRules.local_round
         )
         # the sources train in vectorised cohorts (one per sample count) where the setting, the model and plain
@@ -351,7 +351,7 @@ class LocalSites:
         global model beside it (`personalised_record`); its predictor scores every validation split here (over Flower
         only the target's: it never leaves the target)."""
         score = lambda data: evaluate(self.space.model, data, self.problem.task, self.eval_batch_size)
-        if self.method.personalised:
+        if self.method.roles.personalised:
             problem = self.problem
             global_metrics = score(problem.target_test)
             personal = personal_scorer(

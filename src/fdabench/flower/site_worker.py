@@ -67,11 +67,11 @@ class Site:
 
     @property
     def training_samples(self) -> int:
-        """The samples this site trains on: a source's, or the target's under its method's `target_split` (its
+        """The samples this site trains on: a source's, or the target's under its method's `roles.target` (its
         labelled samples where the target trains on none)."""
         if self.data.role == "source":
             return self.data.samples
-        data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
+        data = target_training_data(self.method.roles.target, self.data.labelled, self.data.unlabelled)
         return self.data.samples if data is None else len(data)
 
     # -- random streams, saved between calls ---------------------------------------------------------
@@ -125,7 +125,7 @@ class Site:
     ) -> TargetReply:
         if self.data.role != "target":
             raise ValueError("this site is a source; only the target trains in an FDA round's target step")
-        data = target_training_data(self.method.target_split, self.data.labelled, self.data.unlabelled)
+        data = target_training_data(self.method.roles.target, self.data.labelled, self.data.unlabelled)
         self._set_buffers(buffers)
         reply = train_target_round(
             self.method,
@@ -149,7 +149,7 @@ class Site:
         `validation` split where it keeps one (in this order: they may redraw feature noise from one generator,
         as the in-process loop scores them); a source's `validation` split. A `personalised` method's target scores
         the global model on its test split first, then its personalised predictor on both (`personalised_record`)."""
-        if self.method.personalised and self.data.role == "target":
+        if self.method.roles.personalised and self.data.role == "target":
             return self._personalised_evaluation(params, buffers)
         splits = {"test": self.data.test} if self.data.role == "target" else {}
         if self.data.validation is not None and len(self.data.validation):

@@ -110,12 +110,12 @@ class FlowerSites:
         self.policy, self.timeout, self.wait_seconds = policy, timeout, wait_seconds
         self.hello = hello
         every_source = sorted((site for site in sites if site.role == "source"), key=lambda site: site.index)
-        self.sources = every_source if method.sources_train else []
+        self.sources = every_source if method.roles.sources_train else []
         # the sources that score the global model on their held-out samples (whether or not they train), in order;
         # none for a personalised method: the cell's predictor is the target's, which never leaves the target
-        self.validators = [] if method.personalised else [site for site in every_source if site.validation]
+        self.validators = [] if method.roles.personalised else [site for site in every_source if site.validation]
         targets = [site for site in sites if site.role == "target"]
-        self.target = targets[0] if targets and method.target_split is not None else None
+        self.target = targets[0] if targets and method.roles.target is not None else None
         self.evaluator = targets[0] if targets else None
         if self.evaluator is None:
             raise SiteFailure("no target site answered the hello: the model is evaluated at the target")
@@ -269,7 +269,7 @@ class FlowerSites:
             )
         result = LocalResult(update.to(self.device), int(counts["steps"]), samples)
         message = None
-        if self.method.keeps_client_state and "message" in values:
+        if self.method.roles.state is not None and "message" in values:
             message = messages.check_message(values["message"], site.name, self.round_index)
         return result, [value.to(self.device) for value in messages.listed(values, "buffers")], message
 

@@ -17,9 +17,31 @@ from fdabench.methods import (  # noqa: F401
     scaffold,
     weak,
 )
-from fdabench.methods.base import METHODS, Aggregate, Method, RoundInputs, RoundLoopMethod, get_method
+from fdabench.methods.base import (
+    METHODS,
+    Aggregate,
+    Method,
+    Phase,
+    Requires,
+    Roles,
+    RoundInputs,
+    RoundLoopMethod,
+    default_phases,
+    get_method,
+)
 
 record_shipped(METHODS)  # before plugins: what a plugin replaces is found (fdabench.cell.plugin_scope)
 load_plugins(METHODS)
 
-__all__ = ["METHODS", "Aggregate", "Method", "RoundInputs", "RoundLoopMethod", "get_method"]
+__all__ = [
+    "METHODS",
+    "Aggregate",
+    "Method",
+    "Phase",
+    "Requires",
+    "Roles",
+    "RoundInputs",
+    "RoundLoopMethod",
+    "default_phases",
+    "get_method",
+]

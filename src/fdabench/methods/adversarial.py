@@ -56,7 +56,16 @@ from torch import Tensor, nn
 from fdabench.federation.client import LocalResult, LocalSettings, adam
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.problem import ClientData
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
+from fdabench.methods.base import (
+    METHODS,
+    Aggregate,
+    Phase,
+    Roles,
+    RoundInputs,
+    RoundLoopMethod,
+    TargetContext,
+    TrainSettings,
+)
 from fdabench.tensor_math.aggregation import fedavg
 
 #: the broadcast's leading entries: round index, round budget, bank rows, feature width, D has met a bank (0/1)
@@ -178,11 +187,10 @@ class _FederatedAdversarial(RoundLoopMethod):
     server's broadcast, FedAvg. Subclasses give the sources' and the target's batch losses."""
 
     family = "unsupervised"
-    uses_unlabelled_target = True
-    target_split = "unlabelled"
-    # the client-side hooks run (the broadcast reaches the batch losses through `local_plan`; the target's bank is
-    # its `after_local` message); no client keeps state between rounds (`client_state` is None)
-    keeps_client_state = True
+    # the target trains on its inputs, unlabelled; every client runs the client-side hooks (the broadcast reaches the
+    # batch losses through `local_plan`; the target's bank is its `after_local` message), though none keeps state
+    # between rounds (`client_state` is None)
+    roles = Roles(target="unlabelled", unlabelled=True, state="all")
     head_hidden_key: ClassVar[str]
     common_schema: ClassVar[dict[str, Any]] = {
         "bank_size": {
@@ -222,9 +230,9 @@ class _FederatedAdversarial(RoundLoopMethod):
         self._reset()
         return model
 
-    def fda_settings(self, settings):
-        self.rounds = settings.rounds
-        return settings
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+        self.rounds = settings.rounds  # the round budget, in the broadcast
+        return super().phases(settings, has_sources)
 
     def broadcast(self) -> Tensor:
         """The round, the budget, the last target bank and whether D has met a bank (asked once per round)."""
@@ -249,10 +257,12 @@ class _FederatedAdversarial(RoundLoopMethod):
         bank = self.hparams["bank_size"] * self.width
         return {(HEADER,), (HEADER + bank,), (bank,)}
 
+    @property
     def round_state(self) -> dict[str, Any]:
         return {"next_round": self.next_round, "bank": self.bank, "head_trained": self.head_trained}
 
-    def restore_round_state(self, state: dict[str, Any]) -> None:
+    @round_state.setter
+    def round_state(self, state: dict[str, Any]) -> None:
         self.next_round, self.bank, self.head_trained = state["next_round"], state["bank"], state["head_trained"]
 
     # -- the clients ---------------------------------------------------------------------------------------------

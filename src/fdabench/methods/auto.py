@@ -21,7 +21,16 @@ import torch
 from fdabench.core.streams import CHECKED_ROUNDS, SEED_STRIDE, Purpose, register_purpose, stream
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, TargetContext
+from fdabench.methods.base import (
+    METHODS,
+    Aggregate,
+    Phase,
+    Roles,
+    RoundInputs,
+    RoundLoopMethod,
+    TargetContext,
+    default_phases,
+)
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
 from fdabench.tensor_math.aggregation import StreamingAutoWeights, delta_error, fedda
 
@@ -34,7 +43,7 @@ ESTIMATION_STREAM = register_purpose(
 
 class AutoWeighted(RoundLoopMethod):
     rule: str  # "fedda" | "fedgp" | "fedgp_threshold" (which Delta error β minimises)
-    warmup = True
+    roles = Roles(warmup=True)
     delivery = Delivery(source_updates=True)
     logs_betas = True
     hparams_schema = {
@@ -80,7 +89,13 @@ class AutoWeighted(RoundLoopMethod):
             ]
         return []
 
-    def fda_settings(self, settings: TrainSettings) -> TrainSettings:
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
+        """The warm-up, then the FDA rounds at the decayed learning rates (and the target's own batch size)."""
+        return default_phases(self, settings, has_sources, fda_settings=self.decayed_settings(settings))
+
+    def decayed_settings(self, settings: TrainSettings) -> TrainSettings:
+        """The settings of the FDA rounds: the learning rates times `lr_decay_after_warmup`, and the target's batch
+        size where `target_batch_size` sets it."""
         decay = self.hparams["lr_decay_after_warmup"]
         changes: dict[str, Any] = {"source_lr": settings.source_lr * decay, "target_lr": settings.target_lr * decay}
         if self.hparams["target_batch_size"] is not None:
@@ -115,10 +130,12 @@ class AutoWeighted(RoundLoopMethod):
     def combine(self, inputs: RoundInputs, betas: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    @property
     def round_state(self) -> dict[str, Any]:
         return {} if self._fixed is None else {"betas": self._fixed[0], "estimates": self._fixed[1]}
 
-    def restore_round_state(self, state: dict[str, Any]) -> None:
+    @round_state.setter
+    def round_state(self, state: dict[str, Any]) -> None:
         self._fixed = (state["betas"], state["estimates"]) if state else None
 
 

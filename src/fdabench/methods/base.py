@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -21,6 +22,7 @@ from fdabench.federation.client_state import StatefulRules
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
+from fdabench.federation.roles import Roles
 from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext, default_phases
 from fdabench.federation.settings import TrainSettings
 
@@ -28,11 +30,25 @@ __all__ = [
     "METHODS",
     "Aggregate",
     "Method",
+    "Phase",
+    "Requires",
+    "Roles",
     "RoundInputs",
     "RoundLoopMethod",
     "TargetContext",
+    "TrainSettings",
+    "default_phases",
     "get_method",
 ]
+
+
+@dataclass(frozen=True)
+class Requires:
+    """Training settings a method cannot run without (`train`, nested like params.yaml's `train`, e.g.
+    {"optimizer": "sgd"}) and why (`because`, quoted in the error)."""
+
+    train: dict[str, Any] = field(default_factory=dict)
+    because: str = ""
 
 
 class Method(ABC):
@@ -42,18 +58,15 @@ class Method(ABC):
     description: ClassVar[str] = ""
     #: the method's family, a key of fdabench.core.families.FAMILIES (recorded in its cells; figures group by it)
     family: ClassVar[str]
-    #: whether training reads the target's unlabelled training inputs (recorded in cells, marked in tables)
-    uses_unlabelled_target: ClassVar[bool] = False
     #: whether the method chooses β per source and round itself (its rounds log `betas`; plotted per source)
     logs_betas: ClassVar[bool] = False
     #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`), each with its
     #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
     default_hparams: ClassVar[dict[str, Any]] = {}
-    #: training settings the method cannot run without (nested like params.yaml's `train`, e.g. {"optimizer":
-    #: "sgd"}), and why: `check` refuses other values before any job, and `fdabench check-method` runs with them
-    requires_train: ClassVar[dict[str, Any]] = {}
-    requires_because: ClassVar[str] = ""
+    #: training settings the method cannot run without, and why (`Requires`): `check` refuses other values before any
+    #: job, and `fdabench check-method` runs with them
+    requires: ClassVar[Requires] = Requires()
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -77,8 +90,8 @@ class Method(ABC):
         """Problems with running this method under the experiment's resolved `train` settings (reported by params
         validation before any job runs); default: each `requires_train` setting that `train` does not have."""
         return [
-            f"{self.name} needs train.{path}: {wanted!r} ({self.requires_because}); it is {actual!r}"
-            for path, wanted, actual in unmet_requirements(self.requires_train, train)
+            f"{self.name} needs train.{path}: {wanted!r} ({self.requires.because}); it is {actual!r}"
+            for path, wanted, actual in unmet_requirements(self.requires.train, train)
         ]
 
 
@@ -98,36 +111,56 @@ def unmet_requirements(required: dict[str, Any], train: dict[str, Any], prefix: 
 class RoundLoopMethod(StatefulRules, Method):
     """A method run by the FDA round loop (Algorithm 1).
 
-    Class attributes say which clients train: sources (`sources_train`; in warm-up rounds only when
-    `sources_train_after_warmup` is False), the target on its labelled samples, on all its training samples with
-    labels, or on all its training inputs without labels under the method's `target_batch_loss`
-    (`target_split` = "labelled" | "all" | "unlabelled" | None),
-    whether FedAvg warm-up rounds precede (`warmup`), and what the server forwards to the target before it trains
-    beside θ (`delivery`, `federation.delivery.Delivery`: the source updates, needed by auto-weighting). A method that
-    keeps state on its clients between rounds sets `keeps_client_state` and implements the client-side hooks of
-    `federation.client_state.StatefulRules` (SCAFFOLD, FedBN; the personalised methods, whose clients train their own
-    way, `local_round`, and whose cell reports the target's personalised predictor, `personalised`). The rounds come in
-    `phases` (default: the warm-up, then the FDA rounds; Finetune_Offline adds the target's local fine-tuning).
+    Two declarative values say what each client does (`roles`, `federation.roles.Roles`: when the sources train,
+    what the target trains on, whether FedAvg warm-up rounds precede, which clients keep state, whether the cell
+    reports the target's personalised predictor) and who receives what beside θ (`delivery`,
+    `federation.delivery.Delivery`: the source updates forwarded to the target, needed by auto-weighting). The
+    server's part (`federation.rule_interface.ServerRule`): the rounds in `phases` (default: the warm-up, then the
+    FDA rounds; Finetune_Offline adds the target's local fine-tuning), `target_start`, `broadcast`, `aggregate`,
+    `update_bytes` and `round_state`. The clients' part (`federation.rule_interface.ClientRule`, defaults in
+    `federation.client_state.StatefulRules`): batch losses, the proximal term, the target's observer, the client
+    state and the hooks around local training (SCAFFOLD, FedBN), or a client's whole round (`local_round`: the
+    personalised methods), and evaluation.
     """
 
-    sources_train: ClassVar[bool] = True
-    #: whether the sources keep training after the warm-up rounds (False: they train in warm-up only)
-    sources_train_after_warmup: ClassVar[bool] = True
-    target_split: ClassVar[str | None] = "labelled"
-    warmup: ClassVar[bool] = False
+    #: what each client does: when the sources train, what the target trains on, warm-up rounds, client state
+    roles: ClassVar[Roles] = Roles()
     #: who receives what beside θ: the source updates, buffers and messages the server forwards to the target, and
     #: whether the `broadcast` reaches the target (default: nothing forwarded; the broadcast goes to every client)
     delivery: ClassVar[Delivery] = Delivery()
 
+    # -- the server's part (ServerRule; `broadcast` is with the client state's hooks) ---------------------------
     def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
-        """The loop's rounds, phase by phase (`federation.rule_interface.Phase`); default: the FedAvg warm-up rounds
-        where `warmup` asks for them and the cell has sources, then `settings.rounds` FDA rounds."""
+        """The loop's rounds, phase by phase (`federation.rule_interface.Phase`, each with the settings in force);
+        default: the FedAvg warm-up rounds where `roles.warmup` asks for them and the cell has sources, then
+        `settings.rounds` FDA rounds under the cell's settings."""
         return default_phases(self, settings, has_sources)
 
-    def fda_settings(self, settings: TrainSettings) -> TrainSettings:
-        """The settings in force in FDA rounds (warm-up rounds use `settings`); default: unchanged."""
-        return settings
+    def target_start(self, inputs: RoundInputs) -> Tensor:
+        """Where the target's local training starts in an FDA round (sources' updates are in `inputs`);
+        default: the global parameters, as in Algorithm 1."""
+        return inputs.global_params
 
+    @abstractmethod
+    def aggregate(self, inputs: RoundInputs) -> Aggregate:
+        """The server's step for an FDA round."""
+
+    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
+        """Bytes of θ or of an update as it crosses a client boundary in a round of `phase` (FedBN: the shared entries
+        only; FedDaDiL: the encoder in its FedAvg rounds, the atoms in the dictionary's); default: every parameter."""
+        return space.update_bytes
+
+    @property
+    def round_state(self) -> dict[str, Any]:
+        """What the server carries from round to round (saved in checkpoints; set from a saved one to continue an
+        interrupted run); default: nothing."""
+        return {}
+
+    @round_state.setter
+    def round_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    # -- the clients' part (ClientRule; the client state's hooks: `federation.client_state.StatefulRules`) ------
     def prepare_model(self, model: torch.nn.Module, problem: FederatedProblem) -> torch.nn.Module:
         """The model the loop trains (e.g. with auxiliary heads added); default: as built."""
         return model
@@ -139,20 +172,9 @@ class RoundLoopMethod(StatefulRules, Method):
     def target_batch_loss(self, context: TargetContext):
         """The target's batch loss (model, data, index) -> scalar, built where the target trains from what it holds
         (`context`: the round's inputs as the target has them, its data, the task loss, the cell's seed); None: the
-        task loss on its labels. A method whose `target_split` is "unlabelled" needs one (its target's labels are
+        task loss on its labels. A method whose `roles.target` is "unlabelled" needs one (its target's labels are
         all -1)."""
         return None
-
-    def message_shapes(self) -> set[tuple[int, ...]]:
-        """Shapes of the documented tensors beyond updates and counts that reach the server or leave it (the
-        `broadcast`, the clients' messages), for the privacy checks; default: none beyond those of SCAFFOLD's
-        kind, (N, m) and (m,)."""
-        return set()
-
-    def target_start(self, inputs: RoundInputs) -> Tensor:
-        """Where the target's local training starts in an FDA round (sources' updates are in `inputs`);
-        default: the global parameters, as in Algorithm 1."""
-        return inputs.global_params
 
     def local_proximal(self) -> Proximal | None:
         """A proximal penalty every client adds to its local objective (FedProx); default: none."""
@@ -163,21 +185,11 @@ class RoundLoopMethod(StatefulRules, Method):
         (handed to `aggregate` as `inputs.target_statistics`)."""
         return None, None
 
-    def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
-        """Bytes of θ or of an update as it crosses a client boundary in a round of `phase` (FedBN: the shared entries
-        only; FedDaDiL: the encoder in its FedAvg rounds, the atoms in the dictionary's); default: every parameter."""
-        return space.update_bytes
-
-    @abstractmethod
-    def aggregate(self, inputs: RoundInputs) -> Aggregate:
-        """The server's step for an FDA round."""
-
-    def round_state(self) -> dict[str, Any]:
-        """What the method carries from round to round (saved in checkpoints); default: nothing."""
-        return {}
-
-    def restore_round_state(self, state: dict[str, Any]) -> None:
-        """Continue from `round_state()` of an interrupted run."""
+    def message_shapes(self) -> set[tuple[int, ...]]:
+        """Shapes of the documented tensors beyond updates and counts that reach the server or leave it (the
+        `broadcast`, the clients' messages), for the privacy checks; default: none beyond those of SCAFFOLD's
+        kind, (N, m) and (m,)."""
+        return set()
 
 
 def every_client_update(inputs: RoundInputs) -> tuple[Tensor, Tensor]:

@@ -3,7 +3,7 @@ oracle."""
 
 from __future__ import annotations
 
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedavg
 
 
@@ -17,8 +17,7 @@ class SourceOnly(RoundLoopMethod):
     name = "source_only"
     family = "baseline"
     description = "FedAvg over the source clients; evaluated on the target"
-    target_split = None
-    warmup = True
+    roles = Roles(target=None, warmup=True)
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         return Aggregate(fedavg(inputs.source_updates, inputs.source_counts))
@@ -31,7 +30,7 @@ class TargetOnly(RoundLoopMethod):
     name = "target_only"
     family = "baseline"
     description = "the target client trains alone on its labelled samples"
-    sources_train = False
+    roles = Roles(sources="never")
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         return Aggregate(inputs.target_update)
@@ -46,9 +45,7 @@ class WarmupTargetOnly(TargetOnly):
 
     name = "warmup_target_only"
     description = "FedAvg warm-up over the sources, then the target trains alone"
-    sources_train = True
-    sources_train_after_warmup = False
-    warmup = True
+    roles = Roles(sources="warmup", warmup=True)
 
 
 @METHODS.register
@@ -57,4 +54,4 @@ class Oracle(TargetOnly):
 
     name = "oracle"
     description = "the target trains alone on all its training samples, all labelled"
-    target_split = "all"
+    roles = Roles(sources="never", target="all")

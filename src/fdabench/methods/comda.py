@@ -63,7 +63,7 @@ from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import Phase
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod, TrainSettings, default_phases
 from fdabench.methods.kd3a import Knowledge
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
@@ -187,9 +187,9 @@ class CoMDA(RoundLoopMethod):
         "unsupervised multi-source DA on black-box sources: their predictions on the target's queries, "
         "co-teaching of two target networks (100% of the target's training inputs, unlabelled)"
     )
-    uses_unlabelled_target = True
-    target_split = "unlabelled"
-    keeps_client_state = True  # each source's own model; the target's two networks, ensembles and mixup stream
+    # the target trains on its inputs, unlabelled; every client keeps state: each source's own model, the target's two
+    # networks, ensembles and mixup stream
+    roles = Roles(target="unlabelled", unlabelled=True, state="all")
     delivery = Delivery(source_messages=True, broadcast_to_target=False)
     hparams_schema = {
         "ensemble_alpha": {
@@ -272,10 +272,10 @@ class CoMDA(RoundLoopMethod):
         self.sources, self.classes = len(getattr(problem, "sources", ())), problem.num_outputs
         return CoTaughtPair(model, second)
 
-    def fda_settings(self, settings):
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
         """Every domain trains alike (the code's one learning rate and batch size): the target's networks with the
         sources' learning rate, batch size and local epochs, in shuffled order."""
-        return like_a_source(settings)
+        return default_phases(self, settings, has_sources, fda_settings=like_a_source(settings))
 
     def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         return 0  # no parameter crosses: the sources are black boxes and the target's networks stay with it
@@ -423,10 +423,12 @@ class CoMDA(RoundLoopMethod):
             }
         return Aggregate(torch.zeros_like(inputs.global_params), log)
 
+    @property
     def round_state(self) -> dict[str, Any]:
         return {"queries": self.queries}
 
-    def restore_round_state(self, state: dict[str, Any]) -> None:
+    @round_state.setter
+    def round_state(self, state: dict[str, Any]) -> None:
         self.queries = state["queries"]
 
 

@@ -42,7 +42,7 @@ from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import register_phase
 from fdabench.federation.rule_interface import Phase
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.dataset_dictionary import barycentre, project_simplex, wasserstein_cost
 
 ENCODER = register_phase("encoder", "FedDaDiL's FedAvg rounds over the sources that train its encoder")
@@ -319,12 +319,10 @@ class FedDaDiL(RoundLoopMethod):
     """Shared protocol of dadil_r and dadil_e; subclasses say how the target classifies (`classifier`)."""
 
     family = "unsupervised"
-    uses_unlabelled_target: ClassVar[bool] = True  # the target's client reads all its training inputs, no label
-    target_split = "unlabelled"
-    keeps_client_state = True  # every client's α (and how many dictionary rounds it has trained)
-    #: the cell reports the target's classifier (at α_T), on its test split and on every validation split, and θ's
-    #: own beside it (`global_accuracy`, `global_loss`); the target's classifier never leaves it
-    personalised = True
+    #: the target's client reads all its training inputs, no label; every client keeps its α (and how many dictionary
+    #: rounds it has trained); the cell reports the target's classifier (at α_T), on its test split and on every
+    #: validation split, and θ's own beside it (`global_accuracy`, `global_loss`); the classifier never leaves it
+    roles = Roles(target="unlabelled", unlabelled=True, state="all", personalised=True)
     hparams_schema: ClassVar[dict[str, Any]] = HPARAMS_SCHEMA
 
     def __init__(self, hparams: dict[str, Any] | None = None):

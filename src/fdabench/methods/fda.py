@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedda, fedgp
 
 BETA_SCHEMA = {"type": "number", "minimum": 0, "maximum": 1, "description": "weight of the source term"}
@@ -43,7 +43,7 @@ class FedDA(RoundLoopMethod):
     name = "fedda"
     family = "fda"
     description = "convex combination of the target update and each source update"
-    warmup = True
+    roles = Roles(warmup=True)
     hparams_schema = {
         "beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}},
         "source_weights": SOURCE_WEIGHTS_SCHEMA,
@@ -145,7 +145,7 @@ class FedGP(RoundLoopMethod):
     name = "fedgp"
     family = "fda"
     description = "per-layer projection of the target update onto each source update, non-positive layers filtered"
-    warmup = True
+    roles = Roles(warmup=True)
     hparams_schema = {
         "beta": {**BETA_SCHEMA, "default": 0.5, "search": {"uniform": [0.0, 1.0]}},
         "mode": {

@@ -24,7 +24,7 @@ from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace, module_entries
 from fdabench.federation.rule_interface import Phase
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
+from fdabench.methods.base import METHODS, Aggregate, Requires, Roles, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
 #: the layers FedBN keeps local
@@ -41,7 +41,7 @@ class FedBN(RoundLoopMethod):
     description = (
         "FedAvg over the sources and the target, each keeping its own BatchNorm layers; evaluated on the target"
     )
-    keeps_client_state = True
+    roles = Roles(state="all")  # every client keeps its normalisation layers
     hparams_schema = {
         "weighting": {
             "enum": ["samples", "uniform"],
@@ -50,8 +50,9 @@ class FedBN(RoundLoopMethod):
             "default": "samples",
         }
     }
-    requires_train = {"model_options": {"norm": "batch"}}
-    requires_because = "FedBN keeps BatchNorm layers local (models mlp and digits_cnn)"
+    requires = Requires(
+        {"model_options": {"norm": "batch"}}, "FedBN keeps BatchNorm layers local (models mlp and digits_cnn)"
+    )
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         super().__init__(hparams)

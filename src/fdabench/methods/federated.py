@@ -14,7 +14,7 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.records import register_phase
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import METHODS, Aggregate, Phase, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Phase, Roles, RoundInputs, RoundLoopMethod
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -30,7 +30,7 @@ class FedProx(RoundLoopMethod):
     name = "fedprox"
     family = "federated"
     description = "FedAvg over the sources with FedProx's proximal term in local training; evaluated on the target"
-    target_split = None
+    roles = Roles(target=None)
     # μ = 0.01 from FedProx's grid {0.001, 0.01, 0.1, 1} (Li et al. 2020, §5)
     hparams_schema = {
         "mu": {
@@ -62,9 +62,9 @@ class FinetuneOffline(SourceOnly):
     name = "finetune_offline"
     family = "baseline"
     description = "source FedAvg for the whole budget, then the target fine-tunes locally"
-    target_split = "labelled"  # the target trains in the fine-tuning rounds only (`phases`)
-    keeps_client_state = True  # head_only: the target's frozen features, from its first fine-tuning epoch
-    state_clients = "target"
+    # the target trains on its labelled samples in the fine-tuning rounds only (`phases`); it keeps (head_only) its
+    # frozen features, from its first fine-tuning epoch
+    roles = Roles(target="labelled", warmup=True, state="target")
     hparams_schema = {
         "finetune_epochs": {
             "type": ["integer", "null"],

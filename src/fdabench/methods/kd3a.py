@@ -36,7 +36,7 @@ from fdabench.federation.client_state import ClientState, LocalClient, LocalRepl
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import Phase
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod, TrainSettings, default_phases
 from fdabench.methods.unlabelled_target import encode_generator, like_a_source, mixup_generator
 
 WEIGHT_BYTES = 4  # each domain weight the target reports (float32)
@@ -153,15 +153,12 @@ class KD3A(RoundLoopMethod):
         "unsupervised multi-source FDA by knowledge distillation on the target's unlabelled data "
         "(100% of its training inputs)"
     )
-    uses_unlabelled_target = True
     # the target trains on every training input (labelled and unlabelled; `knowledge_accuracy` alone reads the labels,
-    # at the target, as a diagnostic), after the sources, on their forwarded models with their buffers
-    target_split = "all"
+    # at the target, as a diagnostic), after the sources, on their forwarded models with their buffers; it keeps its
+    # mixup generator between rounds (the client state: at its site over Flower, in checkpoints); the sources train
+    # plainly (`local_round` is the target's own)
+    roles = Roles(target="all", unlabelled=True, state="target")
     delivery = Delivery(source_updates=True, source_buffers=True)
-    # the target keeps its mixup generator between rounds (the client state: at its site over Flower, in
-    # checkpoints); the sources train plainly (`local_round` is the target's own)
-    keeps_client_state = True
-    state_clients = "target"
     hparams_schema = {
         "gate_start": {
             "type": "number",
@@ -197,9 +194,9 @@ class KD3A(RoundLoopMethod):
         self.sources = len(getattr(problem, "sources", ()))
         return model
 
-    def fda_settings(self, settings):
+    def phases(self, settings: TrainSettings, has_sources: bool) -> list[Phase]:
         """KD3A trains every domain alike: the target with the sources' learning rate, batch size and local epochs."""
-        return like_a_source(settings)
+        return default_phases(self, settings, has_sources, fda_settings=like_a_source(settings))
 
     def update_bytes(self, space: ParameterSpace, phase: Phase) -> int:
         """Models cross with their buffers (BatchNorm statistics), both ways and to the target."""

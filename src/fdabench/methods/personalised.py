@@ -12,7 +12,7 @@ batches). Each record reports the target's personalised model on the target's te
 the personalised model also scores the validation splits (in process; over Flower only the target's own).
 
 In Ditto and APFL a client's personal state influences no other client and no reported number unless the client is
-the target, so only the target keeps one (`state_clients = "target"`); FedRep trains every client's head, because
+the target, so only the target keeps one (`Roles(state="target")`); FedRep trains every client's head, because
 each client's body update depends on its own head.
 """
 
@@ -37,7 +37,7 @@ from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.rule_interface import Phase
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod, every_client_update
+from fdabench.methods.base import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod, every_client_update
 from fdabench.tensor_math.aggregation import fedavg
 
 BODY = "features."
@@ -47,8 +47,7 @@ class PersonalisedMethod(RoundLoopMethod):
     """FL over every client (sources and target); the target is evaluated with its personalised model."""
 
     family = "federated"
-    personalised = True
-    warmup = False
+    roles = Roles(personalised=True)
 
     def prepare_model(self, model: nn.Module, problem: FederatedProblem) -> nn.Module:
         if any(True for _ in model.buffers()):
@@ -83,8 +82,7 @@ class Ditto(PersonalisedMethod):
         }
     }
 
-    keeps_client_state = True
-    state_clients = "target"
+    roles = Roles(state="target", personalised=True)
 
     def client_state(self, space: ParameterSpace) -> ClientState:
         return {"personal": space.get()}  # every personal model starts from the initial global model
@@ -204,7 +202,7 @@ class FedRep(PersonalisedMethod):
         },
     }
 
-    keeps_client_state = True
+    roles = Roles(state="all", personalised=True)
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         super().__init__(hparams)
@@ -305,8 +303,7 @@ class APFL(PersonalisedMethod):
         }
     }
 
-    keeps_client_state = True
-    state_clients = "target"
+    roles = Roles(state="target", personalised=True)
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         super().__init__(hparams)

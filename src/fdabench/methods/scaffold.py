@@ -21,7 +21,7 @@ from torch import Tensor
 from fdabench.federation.client import LocalResult, LocalSettings
 from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
 from fdabench.federation.parameters import ParameterSpace
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, Requires, Roles, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedavg
 
 
@@ -40,12 +40,13 @@ class Scaffold(RoundLoopMethod):
     name = "scaffold"
     family = "federated"
     description = "SCAFFOLD over the source clients (control variates, option II); evaluated on the target"
-    target_split = None
-    keeps_client_state = True
+    roles = Roles(target=None, state="all")  # every source keeps its control variate c_i; the target never trains
     # option II reads the mean corrected gradient off an SGD trajectory; Adam's steps or momentum make
     # (θ − y)/(K η_l) something else (measured: under Adam the corrections swamp the gradients)
-    requires_train = {"optimizer": "sgd", "momentum": 0.0}
-    requires_because = "option II control variates estimate the mean gradient from plain SGD steps"
+    requires = Requires(
+        {"optimizer": "sgd", "momentum": 0.0},
+        "option II control variates estimate the mean gradient from plain SGD steps",
+    )
     hparams_schema = {
         "weighting": {
             "enum": ["samples", "uniform"],
@@ -98,8 +99,10 @@ class Scaffold(RoundLoopMethod):
         self.server_control = self.server_control + inputs.source_messages.sum(0) / inputs.source_total
         return Aggregate(delta, {"server_control_norm": float(self.server_control.norm())})
 
+    @property
     def round_state(self) -> dict[str, Any]:
         return {"server_control": self.server_control}
 
-    def restore_round_state(self, state: dict[str, Any]) -> None:
+    @round_state.setter
+    def round_state(self, state: dict[str, Any]) -> None:
         self.server_control = state["server_control"]

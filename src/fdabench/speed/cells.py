@@ -237,12 +237,12 @@ def _samples(configs, device) -> dict[str, int]:
         problem, settings = setup.problem, setup.settings
         phases = setup.method.phases(settings, bool(problem.sources))
         for phase in phases:
-            per_round = 0
-            if phase.sources and setup.method.sources_train:
-                per_round += settings.local_epochs * sum(len(s) for s in problem.sources)
-            target = target_training_data(setup.method.target_split, problem.target_labelled, problem.target_unlabelled)
+            per_round, in_force = 0, settings if phase.settings is None else phase.settings
+            if phase.sources and setup.method.roles.sources_train:
+                per_round += in_force.local_epochs * sum(len(s) for s in problem.sources)
+            target = target_training_data(setup.method.roles.target, problem.target_labelled, problem.target_unlabelled)
             if phase.target and target is not None:
-                per_round += settings.target_local_epochs * len(target)
+                per_round += in_force.target_local_epochs * len(target)
             train += per_round * phase.rounds
             splits = len(problem.target_test) + sum(len(s) for s in problem.source_validation)
             if problem.target_validation is not None:
@@ -303,7 +303,7 @@ def batching_support(names: list[str] | None = None) -> dict[str, dict[str, bool
     try:
         for name in names or sorted(METHODS.names()):
             cls = METHODS.get(name)
-            train = {**SETTINGS, "rounds": 2, **cls.requires_train, "batching": "stacked"}
+            train = {**SETTINGS, "rounds": 2, **cls.requires.train, "batching": "stacked"}
             problem = small_problem()
             group = RecordingSolo()
             outer = active_group()

@@ -297,7 +297,7 @@ def check_method(method: str | type[Method], hparams: dict[str, Any] | None = No
     if problems:  # refused before any check runs: the checks would test a method no params file could configure
         raise ValueError(f"{cls.name}: invalid hyper-parameters: " + "; ".join(problems))
     make = lambda: cls(hparams)
-    problem, settings = small_problem(), TrainSettings.from_dict(deep_merge(SETTINGS, cls.requires_train))
+    problem, settings = small_problem(), TrainSettings.from_dict(deep_merge(SETTINGS, cls.requires.train))
     try:
         run = _Run(make, problem, settings)
     except Exception as error:  # the method cannot even run: every check fails with the reason

@@ -1,8 +1,8 @@
-"""The method: which clients train (class attributes of RoundLoopMethod) and the server's step (`aggregate`)."""
+"""The method: what its clients do (`roles`) and the server's step (`aggregate`)."""
 
 from __future__ import annotations
 
-from fdabench.methods import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods import METHODS, Aggregate, Roles, RoundInputs, RoundLoopMethod
 from fdabench_fedgp_nofilter.rule import fedgp_nofilter
 
 
@@ -13,7 +13,7 @@ class FedGPNoFilter(RoundLoopMethod):
     name = "fedgp_nofilter"  # the entry point's name in pyproject.toml
     family = "fda"  # a key of fdabench.core.families.FAMILIES: colours and figure rows
     description = "FedGP with negative projections kept"
-    warmup = True  # FedAvg rounds over the sources first (settings.warmup_rounds), as FedDA and FedGP
+    roles = Roles(warmup=True)  # FedAvg rounds over the sources first (settings.warmup_rounds), as FedDA and FedGP
     hparams_schema = {
         "beta": {
             "type": "number",
