@@ -237,8 +237,7 @@ import torch
 
 from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, stream
 from fdabench.federation.records import register_phase
-from fdabench.federation.rule_interface import Phase
-from fdabench.methods import Aggregate, RoundLoopMethod
+from fdabench.methods import Aggregate, Objective, Phase, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedavg
 
 CALIBRATE = register_phase("calibrate", "the target alone on its labelled samples, after the FDA rounds")
@@ -252,9 +251,11 @@ class Calibrated(RoundLoopMethod):
     def phases(self, settings, has_sources):
         return [*super().phases(settings, has_sources), Phase(CALIBRATE, 2, sources=False, step="local")]
 
-    def target_observer(self, context):
+    def local_objective(self, context):
+        if context.role != "target":
+            return Objective()
         generator = torch.Generator().manual_seed(stream(context.seed, JITTER))
-        return None, torch.rand(1, generator=generator).item()
+        return Objective(statistics=torch.rand(1, generator=generator).item())
 
     def aggregate(self, inputs):
         return Aggregate(fedavg(inputs.source_updates, inputs.source_counts), {"jitter": inputs.target_statistics})

@@ -12,7 +12,7 @@ import torch
 
 from fdabench.federation import rounds
 from fdabench.federation.client import evaluate, loss_function
-from fdabench.federation.client_state import evaluation_view
+from fdabench.federation.client_state import client_view
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.rule_interface import RoundInputs
@@ -123,9 +123,9 @@ def test_fedbn_target_trains_and_evaluates_with_its_own_layers_and_leaves_the_sh
     assert all(torch.equal(a, b) for a, b in zip(space.get_buffers(), buffers, strict=True))
 
     def scored_as(state, split):
-        view, own_buffers = evaluation_view(method, state, params)
-        space.set(view)
-        space.set_buffers(own_buffers)
+        view = client_view(method, state, params)
+        space.set(view.params)
+        space.set_buffers(view.buffers)
         return evaluate(space.model, split, problem.task)
 
     target = scored_as(sites.states[sites.target_name], problem.target_test)

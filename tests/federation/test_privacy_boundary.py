@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from fdabench.config.extends import deep_merge
+from fdabench.core.families import logs_betas
 from fdabench.federation import rounds
 from fdabench.federation.rounds import run_rounds
 from fdabench.federation.settings import TrainSettings
@@ -56,7 +57,7 @@ def _without_source_updates(inputs):
 def test_only_updates_counts_and_documented_messages_cross(problem, name, hparams, monkeypatch):
     method = get_method(name, hparams)
     received = []  # per round, what reached the server: (source updates sent, target update sent, tensors)
-    aggregate, target_observer = method.aggregate, method.target_observer
+    aggregate, local_objective = method.aggregate, method.local_objective
 
     def server(inputs):
         sent = [t for t in (inputs.source_messages, inputs.target_message) if t is not None]
@@ -73,12 +74,12 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         received.append((True, False, [updates, counts], (0, 0, 0)))
         return fedavg(updates, counts)
 
-    def observer(context):  # runs at the target: the sources' updates only where the server forwards them
-        if not method.delivery.source_updates:
+    def objective(context):  # at the target: the sources' updates only where the server forwards them
+        if context.role == "target" and not method.delivery.source_updates:
             context = dataclasses.replace(context, inputs=_without_source_updates(context.inputs))
-        return target_observer(context)
+        return local_objective(context)
 
-    method.aggregate, method.target_observer = server, observer
+    method.aggregate, method.local_objective = server, objective
     monkeypatch.setattr(rounds, "fedavg", fedavg_round)
     settings = TrainSettings.from_dict(deep_merge({**AUX_TRAIN, "rounds": 3}, method.requires.train))
     history = run_rounds(method, problem, settings, 0, torch.device("cpu"))
@@ -105,7 +106,7 @@ def test_only_updates_counts_and_documented_messages_cross(problem, name, hparam
         estimates = 0
         first_fda_round = record["round"] == (SETTINGS.warmup_rounds if method.roles.warmup else 0)
         if (
-            method.logs_betas
+            logs_betas(method.family)
             and record["phase"] == "fda"
             and (first_fda_round or method.hparams["recompute"] != "once")
         ):

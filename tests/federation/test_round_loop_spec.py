@@ -14,7 +14,7 @@ from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.roles import Roles
 from fdabench.federation.rounds import build_cell_model, local_settings, run_rounds
-from fdabench.federation.rule_interface import Aggregate
+from fdabench.federation.rule_interface import Aggregate, Objective
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.base import RoundLoopMethod, default_phases
@@ -49,27 +49,23 @@ class Probe(RoundLoopMethod):
         fda = None if self.fda_lr is None else replace(settings, source_lr=self.fda_lr, target_lr=self.fda_lr)
         return default_phases(self, settings, has_sources, fda_settings=fda)
 
-    def source_batch_loss(self, loss_fn):
-        self.loss_fn = loss_fn
+    def local_objective(self, context):
+        if context.role == "source":
+            self.loss_fn = loss_fn = context.loss_fn
 
-        def loss(net, client, index):
-            value = loss_fn(net(client.inputs(index)), client.labels(index))
-            self.source_calls.append(client.name)
-            self.source_buffers[client.name] = [b.detach().clone() for b in net.buffers()]
-            return value
+            def loss(net, client, index):
+                value = loss_fn(net(client.inputs(index)), client.labels(index))
+                self.source_calls.append(client.name)
+                self.source_buffers[client.name] = [b.detach().clone() for b in net.buffers()]
+                return value
 
-        return loss
-
-    def local_proximal(self):
-        return self.proximal
-
-    def target_observer(self, context):
+            return Objective(loss, self.proximal)
         self.contexts.append(context)
 
         def on_step(update):
             self.target_buffers = [b.detach().clone() for b in context.space.model.buffers()]
 
-        return on_step, None
+        return Objective(proximal=self.proximal, observer=on_step)
 
     def aggregate(self, inputs):
         self.inputs.append(inputs)

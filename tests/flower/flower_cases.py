@@ -41,17 +41,12 @@ TRANSPORT_VALUES = ("roles", "delivery")
 TRANSPORT_HOOKS = (
     "phases",
     "prepare_model",
-    "source_batch_loss",
-    "target_batch_loss",
+    "local_objective",
     "target_start",
-    "local_proximal",
-    "target_observer",
     "update_bytes",
     "message_shapes",
     "client_state",
     "broadcast",
-    "local_plan",
-    "after_local",
     "local_round",
 )
 

@@ -1,12 +1,14 @@
 """Auto-weighted methods inside the round loop."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from estimators import reference_auto_weights
 from fdabench.federation.rounds import run_rounds
-from fdabench.federation.rule_interface import RoundInputs, TargetContext
+from fdabench.federation.rule_interface import LocalContext, RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.fda import estimation_scale
@@ -36,11 +38,13 @@ def test_logged_betas_equal_the_stored_oracle(problem, name, rule):
     matrix with the formulas written independently in numpy (tests/estimators.py); the logged β must match."""
     method = get_method(name)
     captured = []
-    original = method.target_observer
+    original = method.local_objective
 
     def observer(context):
-        on_step, statistics = original(context)
-        steps = []
+        objective = original(context)
+        if context.role != "target":
+            return objective
+        on_step, steps = objective.observer, []
         scale = estimation_scale(context.inputs, "steps_and_lr")
         captured.append((steps, context.inputs, scale))
 
@@ -48,9 +52,9 @@ def test_logged_betas_equal_the_stored_oracle(problem, name, rule):
             steps.append(update.clone())
             on_step(update)
 
-        return both, statistics
+        return dataclasses.replace(objective, observer=both)
 
-    method.target_observer = observer
+    method.local_objective = observer
     history = run_rounds(method, problem, TrainSettings.from_dict(SETTINGS), 0, torch.device("cpu"))
     fda_rounds = [r for r in history["rounds"] if r["phase"] == "fda"]
     assert len(captured) == len(fda_rounds) == 3
@@ -124,7 +128,8 @@ def test_auto_methods_recover_a_planted_beta(name):
     inputs.source_updates = torch.tensor(sources, dtype=torch.float32)
     inputs.source_counts = torch.tensor([1.0, 1.0])
     inputs.source_steps = torch.tensor([10.0, 10.0])
-    on_step, statistics = method.target_observer(TargetContext(inputs, None, None, None, 0))
+    objective = method.local_objective(LocalContext("target", None, inputs, seed=0))
+    on_step, statistics = objective.observer, objective.statistics
     steps = g + rng.normal(0, np.sqrt(v), (B, M))
     for step in steps:
         on_step(torch.tensor(step, dtype=torch.float32))

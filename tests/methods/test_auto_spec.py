@@ -8,7 +8,7 @@ import torch
 from fdabench.federation.client import ClientData, loss_function
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rounds import build_cell_model, run_rounds
-from fdabench.federation.rule_interface import RoundInputs, TargetContext
+from fdabench.federation.rule_interface import LocalContext, RoundInputs
 from fdabench.federation.settings import TrainSettings
 from fdabench.methods import get_method
 from fdabench.methods.auto import gradient_batch_updates
@@ -50,7 +50,7 @@ def _context(problem, round_index=0, seed=0, lr=0.01):
     space = ParameterSpace(model)
     inputs = RoundInputs(round_index, space.get(), space.layer_sizes, settings, space.layer_names)
     data = ClientData("target", problem.target_labelled.x[:48], problem.target_labelled.y[:48])
-    return TargetContext(inputs, space, data, loss_function("classification"), seed), model
+    return LocalContext("target", loss_function("classification"), inputs, space, data, seed), model
 
 
 def test_gradient_batches_are_plain_gradient_steps_on_disjoint_batches_at_the_round_start(problem):

@@ -6,7 +6,6 @@ import torch
 from torch import nn
 
 from fdabench.federation.client import LocalResult, LocalSettings, train_locally
-from fdabench.federation.client_state import LocalPlan
 from fdabench.federation.parameters import ParameterSpace, module_entries
 from fdabench.federation.problem import ClientData
 from fdabench.methods import get_method
@@ -15,6 +14,17 @@ from tiny import TINY_TRAIN
 
 SGD = {"optimizer": "sgd", "momentum": 0.0, "source_lr": 0.05, "target_lr": 0.05}
 BATCHNORM = {"model_options": {"hidden": [16], "norm": "batch"}}
+
+
+class FixedClient:
+    """A client whose local training returns `result`, recording where it started and with which options."""
+
+    def __init__(self, result, settings, space=None):
+        self.result, self.settings, self.space, self.calls = result, settings, space, []
+
+    def train(self, start, **options):
+        self.calls.append((start, options))
+        return self.result
 
 
 def _linear_space():
@@ -48,18 +58,18 @@ def test_option_two_control_update_by_hand():
 
 
 def test_a_client_keeps_its_control_and_sends_its_change():
-    """after_local: the new c_i stays in the state and Δc_i = c_i⁺ − c_i is the message; the plan's correction is
-    c − c_i from the broadcast c."""
+    """A client's round: its steps corrected by c − c_i from the broadcast c, then the new c_i stays in the state and
+    Δc_i = c_i⁺ − c_i is the message; without the broadcast (a warm-up round) it trains plainly and keeps c_i."""
     method = get_method("scaffold")
     state = {"control": torch.tensor([1.0, 0.0])}
-    plan = method.local_plan(state, torch.zeros(2), torch.tensor([0.5, 0.5]))
-    torch.testing.assert_close(plan.correction, torch.tensor([-0.5, 0.5]))
-    reply = method.after_local(
-        state, plan, LocalResult(torch.tensor([-0.2, 0.4]), 4, 10), LocalSettings(0.1, 0, 1, "sgd"), []
-    )
+    client = FixedClient(LocalResult(torch.tensor([-0.2, 0.4]), 4, 10), LocalSettings(0.1, 0, 1, "sgd"))
+    reply = method.local_round(client, state, torch.zeros(2), torch.tensor([0.5, 0.5]))
+    torch.testing.assert_close(client.calls[0][1]["correction"], torch.tensor([-0.5, 0.5]))
     torch.testing.assert_close(reply.state["control"], torch.tensor([1.0, -1.5]))
     torch.testing.assert_close(reply.message, torch.tensor([0.0, -1.5]))
-    assert method.local_plan(state, torch.ones(2), None).correction is None  # evaluation: θ as it is
+    warm = method.local_round(client, state, torch.ones(2), None)
+    assert client.calls[1][1] == {} and warm.state is state and warm.message is None
+    assert method.evaluation_view(state, torch.ones(2)).params.tolist() == [1.0, 1.0]  # evaluation: θ as it is
 
 
 def test_the_server_control_moves_by_the_answered_changes_over_every_source():
@@ -137,11 +147,12 @@ def test_fedbn_sends_zeros_where_its_layers_are_and_keeps_the_trained_ones():
     state = method.client_state(space)
     start = torch.arange(space.size, dtype=torch.float32)
     state["norm"] = torch.tensor([-1.0, -2.0, -3.0, -4.0])
-    plan = method.local_plan(state, start, None)
-    assert plan.start[method.local].tolist() == [-1.0, -2.0, -3.0, -4.0]
-    assert torch.equal(plan.start[~method.local], start[~method.local])
     update = torch.ones(space.size)
-    reply = method.after_local(state, plan, LocalResult(update, 3, 5), LocalSettings(0.1, 0, 1), space.get_buffers())
+    client = FixedClient(LocalResult(update, 3, 5), LocalSettings(0.1, 0, 1), space)
+    reply = method.local_round(client, state, start, None)
+    trained_from = client.calls[0][0]
+    assert trained_from[method.local].tolist() == [-1.0, -2.0, -3.0, -4.0]
+    assert torch.equal(trained_from[~method.local], start[~method.local])
     assert reply.result.update[method.local].abs().sum() == 0
     assert torch.equal(reply.result.update[~method.local], update[~method.local])
     assert reply.state["norm"].tolist() == [0.0, -1.0, -2.0, -3.0]
@@ -164,11 +175,11 @@ def test_fedbn_target_evaluates_with_its_own_layers(run_method):
     assert [r["accuracy"] for r in fedbn["rounds"]] != [r["accuracy"] for r in plain["rounds"]]
 
 
-def test_a_plan_without_state_is_the_broadcast_start():
+def test_without_state_a_client_sees_the_global_model():
     for name in ("scaffold", "fedbn"):
         start = torch.ones(3)
-        plan = get_method(name).local_plan(None, start, None)
-        assert isinstance(plan, LocalPlan) and plan.start is start and plan.correction is None
+        view = get_method(name).evaluation_view(None, start)
+        assert view.params is start and view.buffers is None and view.score is None
 
 
 def test_a_batch_of_one_is_skipped_where_batchnorm_needs_batch_statistics():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fdabench.core.plugins import shipped_names
-from fdabench.methods import METHODS, Aggregate, RoundLoopMethod
+from fdabench.methods import METHODS, Aggregate, Objective, RoundLoopMethod
 from fdabench.methods.fda import FedDA
 from fdabench.tensor_math.aggregation import fedda
 from fdabench.testing import check_method, failures
@@ -72,8 +72,8 @@ class KeepsTheTargetsData(FedDA):
 
     name = "keeps_the_targets_data"
 
-    def target_observer(self, context):
-        return None, context.data.x
+    def local_objective(self, context):
+        return Objective(statistics=context.data.x if context.role == "target" else None)
 
 
 def _failed(results):

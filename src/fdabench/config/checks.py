@@ -19,6 +19,7 @@ from fdabench.config.schema import DEFAULT_LIMITS, object_schema, place, schema_
 from fdabench.config.theory_roles import theory_roles
 from fdabench.core import paths, search
 from fdabench.core.errors import did_you_mean
+from fdabench.core.families import logs_betas
 from fdabench.core.plugins import unknown_name_hint
 from fdabench.data import DATASETS, PARTITIONERS, get_dataset, get_partitioner
 from fdabench.federation.settings import REQUIRED_TRAIN, TRAIN_SCHEMA
@@ -491,7 +492,7 @@ def _target_batch_errors(
     problems = []
     for method in methods:
         algorithm = _valid_algorithm(raw, method) if method in _known_methods(raw) else None
-        if algorithm is None or not METHODS.get(algorithm).logs_betas:
+        if algorithm is None or not logs_betas(METHODS.get(algorithm).family):
             continue
         hparams = resolve.hparams(raw, exp, method)
         if "estimation" not in hparams:

@@ -23,6 +23,7 @@ from fdabench.config.schema import (
 from fdabench.config.theory_roles import theory_roles
 from fdabench.core import devices, paths
 from fdabench.core.errors import did_you_mean
+from fdabench.core.families import logs_betas
 from fdabench.core.io import content_hash
 from fdabench.core.registry import schema_defaults
 from fdabench.core.strict_yaml import read_params_file
@@ -195,7 +196,7 @@ class Params:
 
     def logs_betas(self, name: str) -> bool:
         """Whether the method variant chooses β automatically (its rounds log betas)."""
-        return METHODS.get(resolve.algorithm_of(self.raw, name)).logs_betas
+        return logs_betas(METHODS.get(resolve.algorithm_of(self.raw, name)).family)
 
     # -- cells ------------------------------------------------------------------------------------
     def cell_keys(self, experiments: list[str] | None = None) -> Iterator[tuple[str, str, str, int]]:

@@ -1,24 +1,25 @@
-"""State that lives on a client between rounds, and what a method does with it around local training.
+"""A method's clients' part: how a client trains in a round, the state it keeps between rounds, what it evaluates.
 
-A method may keep, on each client, tensors that survive from one round to the next (SCAFFOLD's control variate
-c_i, FedBN's normalisation layers). The sites hold each client's state where the client is (in this process:
+Every local training call, in process or at a Flower site, goes through `federation.sites` (`train_source`,
+`train_target_round`), so a method's client-side rule is written once:
+
+- plainly, a client trains once from θ under the method's `local_objective` (`Objective`: a batch loss, a proximal
+  term, an observer of its steps; `LocalContext` says what the client holds), and keeps nothing;
+- a method whose clients train otherwise writes their whole round (`local_round`, handed a `LocalClient`: the model,
+  the client's samples, settings, loss and batch stream, `LocalClient.train`): SCAFFOLD's steps corrected by c − c_i,
+  FedBN's own normalisation layers, Ditto's global copy and then the target's personal model with a proximal pull to
+  θ, FedRep a client's head and then the shared body, APFL the global copy and the personal model on the same
+  batches, Finetune_Offline the target's fine-tuning epoch. It returns what the client sends (`LocalReply`: its
+  update, its new state, an extra message such as SCAFFOLD's Δc_i).
+
+A method may keep, on each client, tensors that survive from one round to the next (`client_state`: SCAFFOLD's control
+variate c_i, FedBN's normalisation layers). The sites hold each client's state where the client is (in this process:
 `LocalSites`; over Flower: the site's node state), save it in checkpoints, and never send it: only the method's
-`message` (e.g. SCAFFOLD's Δc_i) and its update leave a client, and only the method's `broadcast` (SCAFFOLD's c)
-reaches one beside θ. Every local training call, in process or at a Flower site, goes through `train_with_state`,
-so a method's client-side rule is written once:
-
-    plan  = method.local_plan(state, θ, broadcast)          # where to start, a gradient offset, own buffers
-    result = local training from plan.start (with plan.correction added to every step's gradient)
-    reply = method.after_local(state, plan, result, settings, buffers)   # new state, the update to send, a message
-
-A method whose clients train otherwise than once from a plan writes their whole round instead (`local_round`, handed a
-`LocalClient`: the model, the client's samples, settings, loss and batch stream): Ditto trains the global copy and then
-the target's personal model with a proximal pull to θ, FedRep a client's head and then the shared body, APFL the global
-copy and the personal model on the same batches, Finetune_Offline the target's fine-tuning epoch. The method's
-`roles.state` says whether every client keeps state or only the target (Ditto's and APFL's personal models: a source's
-would influence no reported number). At evaluation a client scores its own view of the global model
-(`evaluation_view`); a `roles.personalised` method's cell reports the target's personalised predictor (its view, or
-`personal_metrics`: kNN-Per's interpolation with its stored features) and the global model beside it
+message and its update leave a client, and only the method's `broadcast` (SCAFFOLD's c) reaches one beside θ. The
+method's `roles.state` says whether every client keeps state or only the target (Ditto's and APFL's personal models: a
+source's would influence no reported number). At evaluation a client scores its own view of the global model
+(`evaluation_view`, `View`); a `roles.personalised` method's cell reports the target's personalised predictor (its
+view, with kNN-Per's own scoring: the interpolation with its stored features) and the global model beside it
 (`personalised_record`).
 """
 
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fdabench.federation.client import LocalResult, LocalSettings, evaluate, train_locally
+from fdabench.federation.client import LocalResult, LocalSettings, Proximal, StepObserver, evaluate, train_locally
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 
@@ -40,14 +41,36 @@ ClientState = dict[str, Tensor]
 
 
 @dataclass
-class LocalPlan:
-    """How a client trains this round: from `start`, with `correction` added to the gradient of every step
-    (SCAFFOLD's c − c_i), and with its own `buffers` (FedBN's local BatchNorm statistics) in place of the global
-    ones (None: the global buffers)."""
+class LocalContext:
+    """What a client holds when it is about to train (for the method's `local_objective`): its `role` ("source" or
+    "target") and task loss; the target's also the round's inputs as the server forwarded them, the model it trains in,
+    its data and the cell's seed. A source's `local_objective` is also asked once with no model and no data, before the
+    first round, to see whether the sources train plainly (in vectorised cohorts)."""
 
-    start: Tensor
-    correction: Tensor | None = None
-    buffers: list[Tensor] | None = None
+    role: str
+    loss_fn: Callable[[Tensor, Tensor], Tensor]
+    inputs: Any = None  # RoundInputs
+    space: Any = None  # ParameterSpace of the shared model (at the client's start)
+    data: Any = None  # ClientData the client trains on
+    seed: int | None = None
+
+
+@dataclass
+class Objective:
+    """How a client trains this round beyond its task loss: its batch loss (model, data, index) -> scalar (None: the
+    task loss on its labels), a proximal term (FedProx), and a callback that sees each optimiser step with the
+    statistics it fills (auto-weighting's estimates, handed to `aggregate` as `inputs.target_statistics`: the
+    target's only)."""
+
+    batch_loss: Callable | None = None
+    proximal: Proximal | None = None
+    observer: StepObserver | None = None
+    statistics: Any = None
+
+    @property
+    def plain(self) -> bool:
+        """Whether it adds nothing to local training (the task loss alone, no proximal term, no observer)."""
+        return self.batch_loss is None and self.proximal is None and self.observer is None
 
 
 @dataclass
@@ -87,10 +110,15 @@ class LocalClient:
         settings, data = options.pop("settings", self.settings), options.pop("data", self.data)
         return train_locally(space or self.space, start, data, settings, self.loss_fn, self.generator, **options)
 
+    @property
+    def context(self) -> LocalContext:
+        """What the method's `local_objective` reads of this client."""
+        return LocalContext(self.role, self.loss_fn, self.inputs, self.space, self.data, self.seed)
+
 
 class StatefulRules:
-    """The client-side hooks of a method (`methods.base.RoundLoopMethod` implements them; the defaults keep no
-    state, so every method without client state trains exactly as before)."""
+    """The client-side hooks of a method that keeps state or trains its own way (`methods.base.RoundLoopMethod`
+    implements them; the defaults keep no state and train plainly under the method's `local_objective`)."""
 
     def client_state(self, space: ParameterSpace) -> ClientState | None:
         """A client's state before its first round, from the freshly built model in `space` (its initial parameters
@@ -101,25 +129,12 @@ class StatefulRules:
         """What the server sends every training client beside θ this round (None: nothing)."""
         return None
 
-    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan:
-        return LocalPlan(start)
-
-    def after_local(
-        self,
-        state: ClientState | None,
-        plan: LocalPlan,
-        result: LocalResult,
-        settings: LocalSettings,
-        buffers: list[Tensor],
-    ) -> LocalReply:
-        return LocalReply(result, state)
-
     def local_round(
         self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
     ) -> LocalReply | None:
-        """A client's whole local training in a round, from the global `start` (the update it sends, its new state,
-        a message), where the method trains otherwise than once from `local_plan` (module docstring); None: the
-        plan's training (`train_with_state`), with the method's observer, batch losses and proximal term."""
+        """A client's whole local training in a round, from the global `start` and the round's `broadcast`: the update
+        it sends, its new state and a message (module docstring); None: the plain training, once from `start` under
+        the method's `local_objective`, its state unchanged."""
         return None
 
     def local_rounds(
@@ -132,21 +147,25 @@ class StatefulRules:
         """The rounds of several clients in one process (`LocalSites`' sources, models without buffers), where the
         method vectorises part of them across the clients, as a cohort (FedRep's heads); each reply is what the
         client's own `local_round` computes, to float rounding (over Flower every site trains alone). None: each
-        client's `local_round`, or its plan."""
+        client's `local_round`, or its plain training."""
         return None
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
-        """The parameters (and buffers) a client holding `state` evaluates the global `params` with; default: its
-        `local_plan` without a broadcast (FedBN: its normalisation layers)."""
-        return self.local_plan(state, params, None)
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
+        """What a client holding `state` scores when the global model is at `params` (`View`: its parameters and
+        buffers, FedBN's normalisation layers; a personalised predictor's own scoring, kNN-Per's); default: the global
+        model. Asked with no state only for a `roles.personalised` method's target."""
+        return View(params)
 
-    def personal_metrics(
-        self, model: torch.nn.Module, data: ClientData, task: str, batch_size: int, own: ClientData
-    ) -> dict[str, float] | None:
-        """A `personalised` method's predictor on `data`, where it is not the model at the client's view (kNN-Per:
-        the model, at the view, interpolated with a kNN over the features of the client's `own` training samples);
-        None: `evaluate` of the model."""
-        return None
+
+@dataclass
+class View:
+    """What a client evaluates: parameters (`params`), its own buffers (None: the global ones), and, for a
+    personalised predictor that is not the model at `params` (kNN-Per's interpolation with a kNN over the features of
+    the client's `own` training samples), its scoring `score(model, data, task, batch_size, own) -> metrics`."""
+
+    params: Tensor
+    buffers: list[Tensor] | None = None
+    score: Callable[..., dict[str, float]] | None = None
 
 
 def holds_state(method: Any, role: str) -> bool:
@@ -154,37 +173,10 @@ def holds_state(method: Any, role: str) -> bool:
     return method.roles.holds_state(role)
 
 
-def train_with_state(
-    method: StatefulRules,
-    space: ParameterSpace,
-    state: ClientState | None,
-    start: Tensor,
-    broadcast: Tensor | None,
-    settings: LocalSettings,
-    train: Callable[[LocalPlan], LocalResult],
-) -> LocalReply:
-    """One client's local training under its method's client-side rule (the module docstring); `train(plan)` trains
-    from `plan.start` with `plan.correction` (the caller's `train_locally` call, with its data and streams). `state`
-    is the client's (made by `client_state` before the first round). A method without client state trains from
-    `start` as it is and keeps nothing."""
-    if method.roles.state is None:
-        return LocalReply(train(LocalPlan(start)), None)
-    plan = method.local_plan(state, start, broadcast)
-    if plan.buffers is not None:
-        space.set_buffers(plan.buffers)
-    result = train(plan)
-    return method.after_local(state, plan, result, settings, space.get_buffers())
-
-
-def evaluation_view(
-    method: StatefulRules, state: ClientState | None, params: Tensor
-) -> tuple[Tensor, list[Tensor] | None]:
-    """The parameters (and buffers) a client evaluates the global `params` with: its own local view where the method
-    keeps client state (FedBN: its normalisation layers), else `params` and the global buffers (None)."""
-    if state is None:
-        return params, None
-    plan = method.evaluation_plan(state, params)
-    return plan.start, plan.buffers
+def client_view(method: StatefulRules, state: ClientState | None, params: Tensor) -> View:
+    """What a client scores of the global `params`: its own view where it keeps state (FedBN: its normalisation
+    layers; the method's `evaluation_view`), else `params` with the global buffers."""
+    return View(params) if state is None else method.evaluation_view(state, params)
 
 
 def personal_scorer(
@@ -197,16 +189,17 @@ def personal_scorer(
     batch_size: int,
     own: ClientData,
 ) -> Callable[[ClientData], dict[str, float]]:
-    """A client's personalised predictor (its `evaluation_view` of the global `params` and `buffers`, or the method's
-    `personal_metrics`) as a function that scores a split; it leaves the model at the view."""
+    """A client's personalised predictor (the method's `evaluation_view` of the global `params` and `buffers`, with
+    its own scoring where it has one) as a function that scores a split; it leaves the model at the view."""
 
     def score(data: ClientData) -> dict[str, float]:
-        view, own_buffers = evaluation_view(method, state, params)
-        space.set(view)
+        view = method.evaluation_view(state, params)
+        space.set(view.params)
         if space.buffers:
-            space.set_buffers(buffers if own_buffers is None else own_buffers)
-        metrics = method.personal_metrics(space.model, data, task, batch_size, own)
-        return evaluate(space.model, data, task, batch_size) if metrics is None else metrics
+            space.set_buffers(buffers if view.buffers is None else view.buffers)
+        if view.score is not None:
+            return view.score(space.model, data, task, batch_size, own)
+        return evaluate(space.model, data, task, batch_size)
 
     return score
 

@@ -1,18 +1,19 @@
-"""What the FDA round loop and a method's aggregation rule exchange (Algorithm 1): the server's inputs of a
-round, the target's context before it trains, the server's step, and the rules the loop asks a method for.
-The loop (`federation.rounds`) is written against `RoundRules`; `methods.base.RoundLoopMethod` implements it."""
+"""What the FDA round loop and a method exchange (Algorithm 1): the server's inputs of a round, the server's step,
+the phases of rounds, and a method's two parts. Its server part (`ServerRule`: phases, the target's start, the
+broadcast, the aggregation, the bytes on the wire, the server's state) is what the round loop (`federation.rounds`)
+reads; its clients' part (`ClientRule`: the local objective, client state, a client's own round, what it evaluates)
+is what the sites read (`federation.sites`, in this process and at Flower sites). `methods.base.RoundLoopMethod`
+implements both; each method file writes them side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from fdabench.federation.client import Proximal, StepObserver
-from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.client_state import ClientState, LocalContext, LocalReply, Objective, View
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import FDA, WARMUP
@@ -53,17 +54,6 @@ class RoundInputs:
 def target_broadcast(method: RuleBasics, inputs: RoundInputs) -> Tensor | None:
     """The round's broadcast as it reaches the target: none where the method sends it to the sources only."""
     return inputs.broadcast if method.delivery.broadcast_to_target else None
-
-
-@dataclass
-class TargetContext:
-    """What the target holds when it is about to train in an FDA round (for the method's observer)."""
-
-    inputs: RoundInputs
-    space: Any  # ParameterSpace of the shared model (parameters are at `inputs.global_params`)
-    data: Any  # ClientData the target trains on
-    loss_fn: Callable[[Tensor, Tensor], Tensor]
-    seed: int
 
 
 @dataclass
@@ -158,26 +148,13 @@ class ServerRule(RuleBasics, Protocol):
 
 
 class ClientRule(RuleBasics, Protocol):
-    """The clients' part of a method (`federation.client_state`): how a client trains (batch losses, a proximal term,
-    the target's observer, its plan before and its reply after local training, or its whole round), the state it
-    keeps, and how it evaluates. The sites (`federation.sites`, `fdabench.flower.site_worker`) read a method through
-    this."""
+    """The clients' part of a method (`federation.client_state`): how a client trains (its objective: batch loss,
+    proximal term, observer; or its whole round), the state it keeps, and what it evaluates. The sites
+    (`federation.sites`, `fdabench.flower.site_worker`) read a method through this."""
 
-    def source_batch_loss(self, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Callable | None: ...
-
-    def target_batch_loss(self, context: TargetContext) -> Callable | None: ...
-
-    def local_proximal(self) -> Proximal | None: ...
-
-    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]: ...
+    def local_objective(self, context: LocalContext) -> Objective: ...
 
     def client_state(self, space: Any) -> ClientState | None: ...
-
-    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan: ...
-
-    def after_local(
-        self, state: ClientState | None, plan: LocalPlan, result: Any, settings: Any, buffers: Any
-    ) -> LocalReply: ...
 
     def local_round(
         self, client: Any, state: ClientState | None, start: Tensor, broadcast: Any
@@ -185,9 +162,7 @@ class ClientRule(RuleBasics, Protocol):
 
     def local_rounds(self, clients: list, states: list, start: Tensor, broadcast: Any) -> list[LocalReply] | None: ...
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan: ...
-
-    def personal_metrics(self, model: Any, data: Any, task: str, batch_size: int, own: Any) -> dict | None: ...
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View: ...
 
 
 class RoundRules(ServerRule, ClientRule, Protocol):

@@ -23,18 +23,17 @@ from fdabench.federation.client_state import (
     ClientState,
     LocalClient,
     StatefulRules,
-    evaluation_view,
+    client_view,
     holds_state,
     personal_scorer,
     personalised_record,
-    train_with_state,
 )
 from fdabench.federation.cohort import size_groups, train_grouped, use_cohort
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.participation import dropped_sources
 from fdabench.federation.problem import ClientData, FederatedProblem, concatenate
 from fdabench.federation.records import primary_metric
-from fdabench.federation.rule_interface import RoundInputs, RoundRules, TargetContext, target_broadcast
+from fdabench.federation.rule_interface import LocalContext, Objective, RoundInputs, RoundRules, target_broadcast
 from fdabench.federation.stacked import TrainRequest
 from fdabench.federation.validation import validation_metrics
 
@@ -123,27 +122,36 @@ def train_target(
     seed: int,
     state: ClientState | None = None,
 ) -> TargetRound:
-    """The target's local training in an FDA round, wherever the target is: from `start`, with the method's
-    observer over its steps (auto-weighting's statistics from the forwarded source updates in `inputs`), its batch
-    loss (`target_batch_loss`; None: the task loss on its labels) and its client-side rule (`train_with_state`,
-    where the method keeps client state)."""
+    """The target's plain local training in a round, wherever the target is: from `start`, under the method's
+    objective (`local_objective`: its batch loss, None: the task loss on its labels; an observer over its steps, e.g.
+    auto-weighting's statistics from the forwarded source updates in `inputs`); its state is kept as it is."""
     space.set(start)
-    context = TargetContext(inputs, space, data, loss_fn, seed)
-    observer, statistics = method.target_observer(context)
-    train = lambda plan: train_locally(
+    objective = method.local_objective(LocalContext("target", loss_fn, inputs, space, data, seed))
+    result = train_under(objective, space, start, data, settings, loss_fn, generator)
+    return TargetRound(result, objective.statistics, space.get_buffers(), None, state)
+
+
+def train_under(
+    objective: Objective,
+    space: ParameterSpace,
+    start: Tensor,
+    data: ClientData,
+    settings: LocalSettings,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    generator: torch.Generator,
+) -> LocalResult:
+    """`train_locally` from `start` under the method's `objective` (its batch loss, proximal term and observer)."""
+    return train_locally(
         space,
-        plan.start,
+        start,
         data,
         settings,
         loss_fn,
         generator,
-        on_step=observer,
-        batch_loss=method.target_batch_loss(context),
-        proximal=method.local_proximal(),
-        correction=plan.correction,
+        on_step=objective.observer,
+        batch_loss=objective.batch_loss,
+        proximal=objective.proximal,
     )
-    reply = train_with_state(method, space, state, start, target_broadcast(method, inputs), settings, train)
-    return TargetRound(reply.result, statistics, space.get_buffers(), reply.message, reply.state)
 
 
 def train_source(
@@ -157,26 +165,15 @@ def train_source(
     state: ClientState | None = None,
     broadcast: Tensor | None = None,
 ) -> tuple[LocalResult, ClientState | None, Tensor | None]:
-    """One source's local training from the global `start`, wherever the source is, under its method's client-side
-    rule (its own `local_round`, where it has one for the source): (what it sends, its state after the round, its
-    extra message)."""
+    """One source's local training from the global `start`, wherever the source is: its method's own `local_round`
+    where it has one for the source, else plain training under the method's objective: (what it sends, its state
+    after the round, its extra message)."""
     space.set(start)
     own = method.local_round(LocalClient(space, data, settings, loss_fn, generator, "source"), state, start, broadcast)
     if own is not None:
         return own.result, own.state, own.message
-    train = lambda plan: train_locally(
-        space,
-        plan.start,
-        data,
-        settings,
-        loss_fn,
-        generator,
-        batch_loss=method.source_batch_loss(loss_fn),
-        proximal=method.local_proximal(),
-        correction=plan.correction,
-    )
-    reply = train_with_state(method, space, state, start, broadcast, settings, train)
-    return reply.result, reply.state, reply.message
+    objective = method.local_objective(LocalContext("source", loss_fn, space=space, data=data))
+    return train_under(objective, space, start, data, settings, loss_fn, generator), state, None
 
 
 def train_target_round(
@@ -192,7 +189,8 @@ def train_target_round(
     state: ClientState | None = None,
 ) -> TargetRound:
     """The target's local training in a round, wherever the target is: the method's own `local_round` where it has
-    one for the target (Ditto's global copy and personal model, Finetune_Offline's epoch), else `train_target`."""
+    one for the target (Ditto's global copy and personal model, Finetune_Offline's epoch, SCAFFOLD's corrected steps),
+    else `train_target`."""
     space.set(start)
     client = LocalClient(space, data, settings, loss_fn, generator, "target", inputs=inputs, seed=seed)
     own = method.local_round(client, state, start, target_broadcast(method, inputs))
@@ -229,10 +227,10 @@ class LocalSites:
         self.source_counts = torch.tensor([len(s) for s in self.sources], dtype=torch.float32, device=device)
         self.has_target = self.target is not None
         self.generators = [client_generator(seed, index) for index in range(len(self.sources) + 1)]
-        #: whether the sources train plainly (no batch loss, proximal term, client state or round of their own)
+        #: whether the sources train plainly (no batch loss, proximal term, observer, client state or round of their
+        #: own)
         self.plain_sources = (
-            method.source_batch_loss(loss_fn) is None
-            and method.local_proximal() is None
+            method.local_objective(LocalContext("source", loss_fn)).plain
             and method.roles.state is None
             and type(method).local_round is StatefulRules.local_round
         )
@@ -345,7 +343,7 @@ class LocalSites:
     def evaluate(self, params: Tensor, buffers: list[Tensor]) -> dict[str, float]:
         """The model on the target's test split, and on the validation splits (`validation_metrics`); the loop's
         model (shared) already holds `params` and `buffers`. Where the method keeps client state, each client scores
-        its own view of the model (`evaluation_view`: FedBN's normalisation layers): the target its test and
+        its own view of the model (`client_view`: FedBN's normalisation layers): the target its test and
         validation splits, each source its held-out samples, as their sites do over Flower; the shared model is
         left at `params` and `buffers`. A `personalised` method's target reports its personalised predictor and the
         global model beside it (`personalised_record`); its predictor scores every validation split here (over Flower
@@ -378,9 +376,9 @@ class LocalSites:
         }
 
         def score_as_owner(data: ClientData) -> dict[str, float]:
-            view, own_buffers = evaluation_view(self.method, owner.get(id(data), target_state), params)
-            self.space.set(view)
-            self.space.set_buffers(buffers if own_buffers is None else own_buffers)
+            view = client_view(self.method, owner.get(id(data), target_state), params)
+            self.space.set(view.params)
+            self.space.set_buffers(buffers if view.buffers is None else view.buffers)
             return score(data)
 
         metrics = {**score_as_owner(self.problem.target_test), **validation_metrics(self.problem, score_as_owner)}

@@ -22,7 +22,7 @@ from fdabench.cell.setup import cell_rules
 from fdabench.federation.client import LocalResult, LocalSettings, evaluate, loss_function
 from fdabench.federation.client_state import (
     ClientState,
-    evaluation_view,
+    client_view,
     holds_state,
     personal_scorer,
     personalised_record,
@@ -156,9 +156,9 @@ class Site:
             splits["validation"] = self.data.validation
         if not splits:
             raise ValueError(f"{self.data.name} holds no validation split: it has nothing to evaluate on")
-        view, own_buffers = evaluation_view(self.method, self.state, params)
-        self.space.set(view)
-        self._set_buffers(buffers if own_buffers is None else own_buffers)
+        view = client_view(self.method, self.state, params)
+        self.space.set(view.params)
+        self._set_buffers(buffers if view.buffers is None else view.buffers)
         task, batch_size = self.problem.task, self.settings.eval_batch_size
         return {split: evaluate(self.space.model, data, task, batch_size) for split, data in splits.items()}
 

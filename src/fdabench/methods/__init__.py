@@ -20,7 +20,9 @@ from fdabench.methods import (  # noqa: F401
 from fdabench.methods.base import (
     METHODS,
     Aggregate,
+    LocalContext,
     Method,
+    Objective,
     Phase,
     Requires,
     Roles,
@@ -36,7 +38,9 @@ load_plugins(METHODS)
 __all__ = [
     "METHODS",
     "Aggregate",
+    "LocalContext",
     "Method",
+    "Objective",
     "Phase",
     "Requires",
     "Roles",

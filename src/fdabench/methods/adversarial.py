@@ -53,17 +53,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fdabench.federation.client import LocalResult, LocalSettings, adam
-from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.client import adam
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.problem import ClientData
 from fdabench.methods.base import (
     METHODS,
     Aggregate,
+    LocalContext,
+    Objective,
     Phase,
     Roles,
     RoundInputs,
     RoundLoopMethod,
-    TargetContext,
     TrainSettings,
 )
 from fdabench.tensor_math.aggregation import fedavg
@@ -187,9 +188,9 @@ class _FederatedAdversarial(RoundLoopMethod):
     server's broadcast, FedAvg. Subclasses give the sources' and the target's batch losses."""
 
     family = "unsupervised"
-    # the target trains on its inputs, unlabelled; every client runs the client-side hooks (the broadcast reaches the
-    # batch losses through `local_plan`; the target's bank is its `after_local` message), though none keeps state
-    # between rounds (`client_state` is None)
+    # the target trains on its inputs, unlabelled; every client trains its own round (`local_round`: the broadcast
+    # reaches the batch losses; the target's bank is its message, which a Flower server takes from a method with
+    # client-side state), though none keeps state between rounds (`client_state` is None)
     roles = Roles(target="unlabelled", unlabelled=True, state="all")
     head_hidden_key: ClassVar[str]
     common_schema: ClassVar[dict[str, Any]] = {
@@ -214,8 +215,8 @@ class _FederatedAdversarial(RoundLoopMethod):
         self.width = 0
         self.device = torch.device("cpu")
         self._reset()
-        self._received: Tensor | None = None  # at a client: this round's broadcast (`local_plan`)
-        self._target: TargetContext | None = None  # at the target: what it trains on this round
+        self._received: Tensor | None = None  # at a client: this round's broadcast (`local_round`)
+        self._target: LocalContext | None = None  # at the target: what it trains on this round
 
     def _reset(self) -> None:
         self.next_round, self.bank, self.head_trained = 0, None, False
@@ -266,37 +267,33 @@ class _FederatedAdversarial(RoundLoopMethod):
         self.next_round, self.bank, self.head_trained = state["next_round"], state["bank"], state["head_trained"]
 
     # -- the clients ---------------------------------------------------------------------------------------------
-    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan:
-        self._received, self._target = broadcast, None
-        return LocalPlan(start)
-
-    def source_batch_loss(self, loss_fn):
-        received = read_broadcast(self._received)
-        if received is None or received.bank is None:  # round 0: no target features yet, the task loss alone
-            return None
-        return self.source_loss(loss_fn, received)
-
-    def target_batch_loss(self, context: TargetContext):
-        self._target = context
-        received = read_broadcast(context.inputs.broadcast)
-        if received is None or not received.head_trained:  # D is still random: no step, only the bank is sent
-            return lambda model, data, index: torch.zeros((), device=self.device, requires_grad=True)
-        return self.target_loss(received)
-
-    def after_local(
-        self,
-        state: ClientState | None,
-        plan: LocalPlan,
-        result: LocalResult,
-        settings: LocalSettings,
-        buffers: list[Tensor],
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
     ) -> LocalReply:
+        """Every client trains under its objective (`local_objective`) with this round's broadcast; the target
+        sends its feature bank beside its update."""
+        self._received, self._target = broadcast, None
+        result = client.train(start, batch_loss=self.local_objective(client.context).batch_loss)
         context, self._target = self._target, None
         if context is None:  # a source: its update only
             return LocalReply(result, None)
         return LocalReply(result, None, message=self.feature_bank(context))
 
-    def feature_bank(self, context: TargetContext) -> Tensor:
+    def local_objective(self, context: LocalContext) -> Objective:
+        """A source: the task loss with its adversarial term against the bank (the task loss alone in round 0, with
+        no target features yet). The target: its own term of the objective (no step before D has met a bank)."""
+        if context.role == "source":
+            received = read_broadcast(self._received)
+            if received is None or received.bank is None:
+                return Objective()
+            return Objective(self.source_loss(context.loss_fn, received))
+        self._target = context
+        received = read_broadcast(context.inputs.broadcast)
+        if received is None or not received.head_trained:  # D is still random: no step, only the bank is sent
+            return Objective(lambda model, data, index: torch.zeros((), device=self.device, requires_grad=True))
+        return Objective(self.target_loss(received))
+
+    def feature_bank(self, context: LocalContext) -> Tensor:
         """The target's message: the features of `bank_size` of its inputs under its new local model, flat."""
         model, data = context.space.model, context.data
         positions = bank_indices(len(data), self.hparams["bank_size"], context.inputs.round_index)

@@ -24,11 +24,12 @@ from fdabench.federation.settings import TrainSettings
 from fdabench.methods.base import (
     METHODS,
     Aggregate,
+    LocalContext,
+    Objective,
     Phase,
     Roles,
     RoundInputs,
     RoundLoopMethod,
-    TargetContext,
     default_phases,
 )
 from fdabench.methods.fda import SCALE_ALIGNMENT_SCHEMA, combine_fedgp, estimation_scale
@@ -45,7 +46,6 @@ class AutoWeighted(RoundLoopMethod):
     rule: str  # "fedda" | "fedgp" | "fedgp_threshold" (which Delta error β minimises)
     roles = Roles(warmup=True)
     delivery = Delivery(source_updates=True)
-    logs_betas = True
     hparams_schema = {
         "scale_alignment": {**SCALE_ALIGNMENT_SCHEMA, "default": "steps_and_lr"},
         "estimation": {
@@ -102,18 +102,20 @@ class AutoWeighted(RoundLoopMethod):
             changes["target_batch_size"] = self.hparams["target_batch_size"]
         return replace(settings, **changes)
 
-    def target_observer(self, context: TargetContext):
-        if self._fixed is not None:
-            return None, None
+    def local_objective(self, context: LocalContext) -> Objective:
+        """At the target, the estimates' statistics from its steps (local_steps) or from its gradients at the round's
+        start (gradient_batches); none where β is fixed, and none at a source."""
+        if context.role != "target" or self._fixed is not None:
+            return Objective()
         inputs = context.inputs
         statistics = StreamingAutoWeights(
             inputs.source_updates, estimation_scale(inputs, self.hparams["scale_alignment"])
         )
         if self.hparams["estimation"] == "local_steps":
-            return statistics.add, statistics
+            return Objective(observer=statistics.add, statistics=statistics)
         for batch_update in gradient_batch_updates(context, self.hparams["estimation_batch_size"]):
             statistics.add(batch_update)
-        return None, statistics
+        return Objective(statistics=statistics)
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         sent = 0
@@ -139,7 +141,7 @@ class AutoWeighted(RoundLoopMethod):
         self._fixed = (state["betas"], state["estimates"]) if state else None
 
 
-def gradient_batch_updates(context: TargetContext, batch_size: int):
+def gradient_batch_updates(context: LocalContext, batch_size: int):
     """−lr_T ∇ℓ_b(θ) for disjoint random batches of `batch_size` target samples at the round's start."""
     data, space = context.data, context.space
     generator = torch.Generator().manual_seed(stream(context.seed, ESTIMATION_STREAM, context.inputs.round_index + 1))

@@ -17,13 +17,19 @@ import torch
 from torch import Tensor
 
 from fdabench.core.registry import Registry, derive_defaults
-from fdabench.federation.client import Proximal, StepObserver
 from fdabench.federation.client_state import StatefulRules
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.roles import Roles
-from fdabench.federation.rule_interface import Aggregate, Phase, RoundInputs, TargetContext, default_phases
+from fdabench.federation.rule_interface import (
+    Aggregate,
+    LocalContext,
+    Objective,
+    Phase,
+    RoundInputs,
+    default_phases,
+)
 from fdabench.federation.settings import TrainSettings
 
 __all__ = [
@@ -35,7 +41,8 @@ __all__ = [
     "Roles",
     "RoundInputs",
     "RoundLoopMethod",
-    "TargetContext",
+    "LocalContext",
+    "Objective",
     "TrainSettings",
     "default_phases",
     "get_method",
@@ -56,10 +63,9 @@ class Method(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
-    #: the method's family, a key of fdabench.core.families.FAMILIES (recorded in its cells; figures group by it)
+    #: the method's family, a key of fdabench.core.families.FAMILIES (recorded in its cells; figures group by it; the
+    #: "auto" family's methods choose β per source and round, `families.logs_betas`)
     family: ClassVar[str]
-    #: whether the method chooses β per source and round itself (its rounds log `betas`; plotted per source)
-    logs_betas: ClassVar[bool] = False
     #: JSON-schema properties of the method's hyper-parameters (params.yaml `methods.<variant>`), each with its
     #: `default`; `default_hparams` is derived from them.
     hparams_schema: ClassVar[dict[str, Any]] = {}
@@ -165,25 +171,13 @@ class RoundLoopMethod(StatefulRules, Method):
         """The model the loop trains (e.g. with auxiliary heads added); default: as built."""
         return model
 
-    def source_batch_loss(self, loss_fn):
-        """The sources' batch loss (model, data, index) -> scalar; None: loss_fn on the main task."""
-        return None
-
-    def target_batch_loss(self, context: TargetContext):
-        """The target's batch loss (model, data, index) -> scalar, built where the target trains from what it holds
-        (`context`: the round's inputs as the target has them, its data, the task loss, the cell's seed); None: the
-        task loss on its labels. A method whose `roles.target` is "unlabelled" needs one (its target's labels are
-        all -1)."""
-        return None
-
-    def local_proximal(self) -> Proximal | None:
-        """A proximal penalty every client adds to its local objective (FedProx); default: none."""
-        return None
-
-    def target_observer(self, context: TargetContext) -> tuple[StepObserver | None, Any]:
-        """Optionally a callback that sees each target optimiser step, and the statistics it fills
-        (handed to `aggregate` as `inputs.target_statistics`)."""
-        return None, None
+    def local_objective(self, context: LocalContext) -> Objective:
+        """How a client trains this round beyond its task loss (`federation.rule_interface.Objective`: a batch loss, a
+        proximal term, an observer of its steps with the statistics it fills), built where it trains from what it holds
+        (`context`: its role and task loss; the target's round inputs as it has them, its model, data and the cell's
+        seed); default: the task loss alone. A method whose `roles.target` is "unlabelled" gives the target a batch
+        loss (its labels are all -1)."""
+        return Objective()
 
     def message_shapes(self) -> set[tuple[int, ...]]:
         """Shapes of the documented tensors beyond updates and counts that reach the server or leave it (the

@@ -59,7 +59,7 @@ from torch import Tensor, nn
 
 from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, tensor_seed
 from fdabench.federation.client import LocalResult, LocalSettings, batch_indices, make_optimizer
-from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply, View
 from fdabench.federation.delivery import Delivery
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.rule_interface import Phase
@@ -298,9 +298,9 @@ class CoMDA(RoundLoopMethod):
             "updates": torch.zeros((), dtype=torch.int64),
         }
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
         """A client scores its own networks: the target its pair, a source its model (as both members)."""
-        return LocalPlan(torch.cat([state["model"], state["second"]]))
+        return View(torch.cat([state["model"], state["second"]]))
 
     def local_round(
         self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from fdabench.core.streams import SEED_STRIDE, Purpose, register_purpose, stream, tensor_seed
 from fdabench.federation.client import LocalResult, adam
-from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply, View
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import FederatedProblem
 from fdabench.federation.records import register_phase
@@ -153,7 +153,7 @@ class DictionaryModel(nn.Module):
     """θ of FedDaDiL: the encoder φ (the cell's model, trained in the encoder rounds; none for the identity), the
     atoms' features (K, n, d) and label logits (K, n, C), and an α slot of K entries that holds the coordinates of
     the client that evaluates: zero in θ itself (the server never holds a client's α), a client's own α_ℓ in its view
-    (`FedDaDiL.evaluation_plan`). It predicts log-probabilities of the method's classifier built from the atoms and α
+    (`FedDaDiL.evaluation_view`). It predicts log-probabilities of the method's classifier built from the atoms and α
     (`classify`), trained once per distinct (atoms, α) and kept until they change, its initialisation seeded from the
     cell (`key`). θ itself (α zero) is the encoder's classifier (the encoder rounds' metric, and in the dictionary
     rounds the FedAvg model the dictionary was built on) or, with the identity encoder, the dictionary's classifier
@@ -403,13 +403,13 @@ class FedDaDiL(RoundLoopMethod):
         device = space.parameters[0].device
         return {"alpha": torch.full((atoms,), 1.0 / atoms, device=device), "rounds": torch.zeros((), dtype=torch.int64)}
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
         """θ with the client's α in the α slot, once it has trained a dictionary round (before: θ, the encoder)."""
         if int(state["rounds"]) == 0:
-            return LocalPlan(params)
+            return View(params)
         view = params.clone()
         view[self.alpha_entries] = state["alpha"]
-        return LocalPlan(view)
+        return View(view)
 
     def local_round(
         self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from fdabench.federation.client import LocalResult, LocalSettings
-from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.client import LocalResult
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply, View
 from fdabench.federation.parameters import ParameterSpace, module_entries
 from fdabench.federation.rule_interface import Phase
 from fdabench.methods.base import METHODS, Aggregate, Requires, Roles, RoundInputs, RoundLoopMethod, every_client_update
@@ -73,28 +73,28 @@ class FedBN(RoundLoopMethod):
         state.update({f"{BUFFER}{index}": buffer for index, buffer in enumerate(space.get_buffers())})
         return state
 
-    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan:
-        """The shared entries of `start` with the client's own BatchNorm layers and statistics."""
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
+        """The shared entries of `params` with the client's own BatchNorm layers and statistics."""
         if state is None:
-            return LocalPlan(start)
-        own = start.clone()
+            return View(params)
+        own = params.clone()
         own[self.local] = state["norm"]
         buffers = [state[f"{BUFFER}{index}"] for index in range(sum(key.startswith(BUFFER) for key in state))]
-        return LocalPlan(own, buffers=buffers)
+        return View(own, buffers)
 
-    def after_local(
-        self,
-        state: ClientState | None,
-        plan: LocalPlan,
-        result: LocalResult,
-        settings: LocalSettings,
-        buffers: list[Tensor],
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
     ) -> LocalReply:
-        """The client keeps its trained BatchNorm entries and statistics; it sends the shared entries' update (the
-        BatchNorm entries zero: they never leave the client)."""
-        trained = plan.start + result.update
+        """The client trains from its view of `start` (`evaluation_view`: its own BatchNorm layers and statistics)
+        and keeps its trained BatchNorm entries and statistics; it sends the shared entries' update (the BatchNorm
+        entries zero: they never leave the client)."""
+        own = self.evaluation_view(state, start)
+        if own.buffers is not None:
+            client.space.set_buffers(own.buffers)
+        result = client.train(own.params)
+        trained = own.params + result.update
         kept = {"norm": trained[self.local]}
-        kept.update({f"{BUFFER}{index}": buffer for index, buffer in enumerate(buffers)})
+        kept.update({f"{BUFFER}{index}": buffer for index, buffer in enumerate(client.space.get_buffers())})
         sent = result.update.clone()
         sent[self.local] = 0
         return LocalReply(LocalResult(sent, result.steps, result.samples), kept)

@@ -14,7 +14,16 @@ from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData
 from fdabench.federation.records import register_phase
 from fdabench.federation.settings import TrainSettings
-from fdabench.methods.base import METHODS, Aggregate, Phase, Roles, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import (
+    METHODS,
+    Aggregate,
+    LocalContext,
+    Objective,
+    Phase,
+    Roles,
+    RoundInputs,
+    RoundLoopMethod,
+)
 from fdabench.methods.baselines import SourceOnly
 from fdabench.tensor_math.aggregation import fedavg
 
@@ -42,8 +51,8 @@ class FedProx(RoundLoopMethod):
         }
     }
 
-    def local_proximal(self) -> Proximal | None:
-        return Proximal(self.hparams["mu"]) if self.hparams["mu"] > 0 else None
+    def local_objective(self, context: LocalContext) -> Objective:
+        return Objective(proximal=Proximal(self.hparams["mu"])) if self.hparams["mu"] > 0 else Objective()
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:
         return Aggregate(fedavg(inputs.source_updates, inputs.source_counts))

@@ -8,7 +8,7 @@ their FedAvg, w_i = n_i / Σ n (docs/design/methods.md, Baselines). What is pers
 (`federation.client_state`): it never leaves its client. A client's round is the method's `local_round` (Ditto's
 global copy then its personal model, FedRep's head then body, APFL's global copy and personal model on the same
 batches). Each record reports the target's personalised model on the target's test split (the cell's metric and
-`loss`; `evaluation_view`, or kNN-Per's `personal_metrics`) and the global model (`global_<metric>`, `global_loss`);
+`loss`; its `evaluation_view`, kNN-Per's with its own scoring) and the global model (`global_<metric>`, `global_loss`);
 the personalised model also scores the validation splits (in process; over Flower only the target's own).
 
 In Ditto and APFL a client's personal state influences no other client and no reported number unless the client is
@@ -33,7 +33,7 @@ from fdabench.federation.client import (
     make_optimizer,
     steps_per_epoch,
 )
-from fdabench.federation.client_state import ClientState, LocalClient, LocalPlan, LocalReply
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply, View
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.federation.problem import ClientData, FederatedProblem
 from fdabench.federation.rule_interface import Phase
@@ -98,8 +98,8 @@ class Ditto(PersonalisedMethod):
         personal = state["personal"] + client.train(state["personal"], proximal=pull).update
         return LocalReply(result, {"personal": personal})
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
-        return LocalPlan(state["personal"])
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
+        return View(state["personal"])
 
 
 def train_linear_heads(
@@ -275,8 +275,8 @@ class FedRep(PersonalisedMethod):
             steps = body.steps
         return LocalReply(LocalResult(update, steps, len(client.data)), {"head": head})
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
-        return LocalPlan(torch.cat([params[: self.body_size], state["head"]]))
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
+        return View(torch.cat([params[: self.body_size], state["head"]]))
 
 
 @METHODS.register
@@ -352,9 +352,9 @@ class APFL(PersonalisedMethod):
             steps += 1
         return LocalReply(LocalResult(space.get() - start, steps, len(data)), {"personal": personal.get()})
 
-    def evaluation_plan(self, state: ClientState, params: Tensor) -> LocalPlan:
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
         alpha = self.hparams["alpha"]
-        return LocalPlan(state["personal"] * alpha + params * (1 - alpha))
+        return View(state["personal"] * alpha + params * (1 - alpha))
 
 
 def knn_probabilities(
@@ -411,8 +411,12 @@ class KNNPer(PersonalisedMethod):
             raise ValueError(f"{self.name}: classification only")
         return super().prepare_model(model, problem)
 
+    def evaluation_view(self, state: ClientState | None, params: Tensor) -> View:
+        """The global model, scored through its interpolation with the kNN over the target's stored features."""
+        return View(params, score=self.interpolated_metrics)
+
     @torch.no_grad()
-    def personal_metrics(
+    def interpolated_metrics(
         self, model: nn.Module, data: ClientData, task: str, batch_size: int, own: ClientData
     ) -> dict[str, float]:
         """The interpolated prediction on `data`, the datastore the features of the target's labelled samples `own`

@@ -18,8 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fdabench.federation.client import LocalResult, LocalSettings
-from fdabench.federation.client_state import ClientState, LocalPlan, LocalReply
+from fdabench.federation.client_state import ClientState, LocalClient, LocalReply
 from fdabench.federation.parameters import ParameterSpace
 from fdabench.methods.base import METHODS, Aggregate, Requires, Roles, RoundInputs, RoundLoopMethod
 from fdabench.tensor_math.aggregation import fedavg
@@ -71,24 +70,18 @@ class Scaffold(RoundLoopMethod):
     def broadcast(self) -> Tensor | None:
         return self.server_control
 
-    def local_plan(self, state: ClientState | None, start: Tensor, broadcast: Tensor | None) -> LocalPlan:
-        if state is None or broadcast is None:  # evaluation: the global parameters as they are
-            return LocalPlan(start)
-        return LocalPlan(start, correction=broadcast - state["control"])
-
-    def after_local(
-        self,
-        state: ClientState | None,
-        plan: LocalPlan,
-        result: LocalResult,
-        settings: LocalSettings,
-        buffers: list[Tensor],
+    def local_round(
+        self, client: LocalClient, state: ClientState | None, start: Tensor, broadcast: Tensor | None
     ) -> LocalReply:
-        if plan.correction is None:  # a round without SCAFFOLD's broadcast (a FedAvg warm-up round): c_i stays
-            return LocalReply(result, state)
+        """Local SGD with c − c_i added to every step's gradient, then c_i by option II, and Δc_i sent. A round
+        without the broadcast (a FedAvg warm-up round) trains plainly and keeps c_i."""
+        if state is None or broadcast is None:
+            return LocalReply(client.train(start), state)
+        correction = broadcast - state["control"]
+        result = client.train(start, correction=correction)
         control = state["control"]
-        server_control = plan.correction + control
-        updated = control_update(control, server_control, result.update, result.steps, settings.lr)
+        server_control = correction + control
+        updated = control_update(control, server_control, result.update, result.steps, client.settings.lr)
         return LocalReply(result, {"control": updated}, message=updated - control)
 
     def aggregate(self, inputs: RoundInputs) -> Aggregate:

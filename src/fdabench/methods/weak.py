@@ -27,7 +27,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from fdabench.methods.base import METHODS, Aggregate, RoundInputs, RoundLoopMethod
+from fdabench.methods.base import METHODS, Aggregate, LocalContext, Objective, RoundInputs, RoundLoopMethod
 from fdabench.methods.fda import BETA_SCHEMA, SCALE_ALIGNMENT_SCHEMA, combine_fedgp
 from fdabench.models.multitask import AUX_PREFIX, MultiTaskModel
 from fdabench.tensor_math.aggregation import fedavg
@@ -83,10 +83,11 @@ class WeaklySupervised(RoundLoopMethod):
             )
         return MultiTaskModel(model, {name: available[name] for name in wanted})
 
-    def source_batch_loss(self, loss_fn):
-        if not self.uses_auxiliary or self.hparams["alpha"] == 0:
-            return None
-        return multitask_loss(loss_fn, self.hparams["alpha"])
+    def local_objective(self, context: LocalContext) -> Objective:
+        """The sources' multi-task loss over the auxiliary heads (weight α); the target's task loss alone."""
+        if context.role != "source" or not self.uses_auxiliary or self.hparams["alpha"] == 0:
+            return Objective()
+        return Objective(multitask_loss(context.loss_fn, self.hparams["alpha"]))
 
     @staticmethod
     def auxiliary_mask(inputs: RoundInputs) -> torch.Tensor:

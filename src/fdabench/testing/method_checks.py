@@ -121,20 +121,20 @@ class _Run:
     def __init__(self, make: Callable[[], Method], problem: FederatedProblem, settings: TrainSettings):
         self.method = make()
         self.received: list[RoundInputs] = []
-        aggregate, observer = self.method.aggregate, self.method.target_observer
+        aggregate, objective = self.method.aggregate, self.method.local_objective
         self.aggregate = aggregate  # the method's own (with the state the run left it in)
 
         def server(inputs: RoundInputs):
             self.received.append(inputs)
             return aggregate(inputs)
 
-        def target_observer(context):
-            if not self.method.delivery.source_updates:
+        def local_objective(context):  # at the target: the sources' updates only where the server forwards them
+            if context.role == "target" and not self.method.delivery.source_updates:
                 hidden = dataclasses.replace(context.inputs, source_updates=None, source_counts=None, source_steps=None)
                 context = dataclasses.replace(context, inputs=hidden)
-            return observer(context)
+            return objective(context)
 
-        self.method.aggregate, self.method.target_observer = server, target_observer
+        self.method.aggregate, self.method.local_objective = server, local_objective
         self.history = run_rounds(self.method, problem, settings, 0, torch.device("cpu"))
 
 
@@ -142,7 +142,7 @@ def _with(run: _Run, **hparams: Any) -> Method:
     """The method as the run left it (its state, e.g. a β fixed once), with `hparams` changed, its own hooks."""
     method = copy.copy(run.method)
     vars(method).pop("aggregate", None)
-    vars(method).pop("target_observer", None)
+    vars(method).pop("local_objective", None)
     method.hparams = {**method.hparams, **hparams}
     return method
 
