@@ -35,6 +35,12 @@ CLIENT_STATE_AND_PLAIN = [
     "warmup_target_only",  # sources in the warm-up only
     "gp",  # the target starts from the sources' average, a source batch loss
 ]
+#: cases whose transport features other cases have too, kept for what the feature set cannot tell apart (one hook,
+#: `local_objective`, holds the batch losses, the proximal term and the observer)
+KEPT_FOR = {
+    "fedgp_auto": "the target's estimates filled by an observer of its steps at its site, compared update by update",
+    "fdann": "a broadcast that reaches the target, read by the batch losses of every site, compared update by update",
+}
 WITH_AUXILIARY_LABELS = ["auxinfo"]  # auxiliary labels in the site files: Fed-Heart (the mirror)
 #: what a method declares that the transport or a site acts on: each field of each is a feature of its own
 TRANSPORT_VALUES = ("roles", "delivery")
