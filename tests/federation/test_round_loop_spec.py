@@ -39,6 +39,7 @@ class Probe(RoundLoopMethod):
         self.roles = Roles(**roles)
         self.steps, self.fda_lr, self.proximal = steps, fda_lr, proximal
         self.prepared, self.inputs, self.contexts, self.source_calls, self.source_buffers = [], [], [], [], {}
+        self.source_contexts = []
         self.target_buffers = None
 
     def prepare_model(self, model, problem):
@@ -52,6 +53,8 @@ class Probe(RoundLoopMethod):
     def local_objective(self, context):
         if context.role == "source":
             self.loss_fn = loss_fn = context.loss_fn
+            if context.data is not None:  # (the cohort decision asks once, before any training, with no data)
+                self.source_contexts.append((context.data.name, context.space))
 
             def loss(net, client, index):
                 value = loss_fn(net(client.inputs(index)), client.labels(index))
@@ -93,6 +96,9 @@ def test_the_loop_hands_the_method_its_model_problem_task_loss_and_round_inputs(
     steps_per_round = sum(-(-len(s) // SETTINGS.source_batch_size) for s in problem.sources)
     assert len(probe.source_calls) == 3 * steps_per_round
     assert set(probe.source_calls) == {s.name for s in problem.sources}
+    # each source's objective is built where it trains, from its own samples and the model it trains in
+    assert [name for name, _ in probe.source_contexts] == [s.name for s in problem.sources] * 3
+    assert all(trained_in is not None and trained_in.model is model for _, trained_in in probe.source_contexts)
     assert history["metric"] == "accuracy" and history["sources"] == [s.name for s in problem.sources]
     assert history["layer_names"] == list(space.layer_names) and history["model_size"] == space.size
 
