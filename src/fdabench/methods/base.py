@@ -2,8 +2,8 @@
 
 A method is the rules of the FDA round loop of Algorithm 1 (`fdabench.federation.rounds.run_rounds` runs every
 method): a `Method` holds what a cell records and validates about it (name, family, hyper-parameters, required
-settings), and a `RoundLoopMethod` adds what the loop asks of it (which clients train, how the server aggregates, the
-hooks of `federation.rule_interface.RoundRules`).
+settings), and a `RoundLoopMethod` adds what the loop and the sites ask of it (its roles and deliveries, its server
+part and its clients' part: `federation.rule_interface.ServerRule` and `ClientRule`).
 """
 
 from __future__ import annotations
@@ -123,10 +123,11 @@ class RoundLoopMethod(StatefulRules, Method):
     `federation.delivery.Delivery`: the source updates forwarded to the target, needed by auto-weighting). The
     server's part (`federation.rule_interface.ServerRule`): the rounds in `phases` (default: the warm-up, then the
     FDA rounds; Finetune_Offline adds the target's local fine-tuning), `target_start`, `broadcast`, `aggregate`,
-    `update_bytes` and `round_state`. The clients' part (`federation.rule_interface.ClientRule`, defaults in
-    `federation.client_state.StatefulRules`): batch losses, the proximal term, the target's observer, the client
-    state and the hooks around local training (SCAFFOLD, FedBN), or a client's whole round (`local_round`: the
-    personalised methods), and evaluation.
+    `update_bytes` and `round_state`. The clients' part (`federation.rule_interface.ClientRule`): the objective a
+    client trains under (`local_objective`: batch loss, proximal term, observer), and, with defaults in
+    `federation.client_state.StatefulRules`, the state a client keeps (`client_state`), a client's whole round where
+    it trains otherwise (`local_round`: SCAFFOLD, FedBN, the adversarial and personalised methods), and what it
+    evaluates (`evaluation_view`).
     """
 
     #: what each client does: when the sources train, what the target trains on, warm-up rounds, client state
