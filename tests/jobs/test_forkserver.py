@@ -3,6 +3,7 @@ scheduler runs jobs; its key changes with the code and with any installed packag
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,59 @@ def test_a_job_through_the_fork_server_equals_a_fresh_process(tmp_path):
         outputs[len(outputs)] = _comparable(output)
     assert outputs[0] == outputs[1] == outputs[2]
     assert any(name.endswith(".sock") for name in os.listdir(runtime / f"fdabench-{os.getuid()}"))
+
+    # the workflow's other jobs too: a table and a figure through the server are byte for byte a fresh process's
+    cell = str(tmp_path / "cell0.json")
+    written = {}
+    for server in ("0", "1"):
+        out = tmp_path / f"report{server}"
+        out.mkdir()
+        commands = [
+            [
+                "fdabench",
+                "table",
+                cell,
+                "--csv",
+                str(out / "t.csv"),
+                "--md",
+                str(out / "t.md"),
+                "--json",
+                str(out / "t.json"),
+            ],
+            ["fdabench", "figure", "rounds", cell, "--output", str(out / "rounds.png"), "--title", "t"],
+        ]
+        for command in commands:
+            environment = {**os.environ, "FDABENCH_FORKSERVER": server, "XDG_RUNTIME_DIR": str(runtime)}
+            completed = subprocess.run(command, capture_output=True, text=True, env=environment)
+            assert completed.returncode == 0, completed.stderr
+            assert "running in-process" not in completed.stderr
+        written[server] = {path.name: path.read_bytes() for path in sorted(out.iterdir())}
+    assert sorted(written["0"]) == ["rounds.png", "t.csv", "t.json", "t.md"]
+    assert written["0"] == written["1"]
+
+
+def test_the_server_takes_every_job_the_workflow_runs(repo_root):
+    """`SERVED` is every `fdabench` command a rule runs, no more: a new rule's job goes through the server, and a
+    person's command (status, validate) never starts one."""
+    rules = "".join(path.read_text() for path in sorted((repo_root / "workflow/rules").glob("*.smk")))
+    assert set(re.findall(r'"fdabench ([a-z-]+)', rules)) == forkserver.SERVED
+
+
+def test_the_command_line_hands_each_served_command_to_the_server(monkeypatch, tmp_path, capsys):
+    from fdabench.cli import main
+
+    handed = []
+    monkeypatch.setattr(forkserver, "enabled", lambda: True)
+    monkeypatch.setattr(forkserver, "run", lambda argv: handed.append(list(argv)) or 0)
+    for command in sorted(forkserver.SERVED):
+        assert main([command, "--any", "argument"]) == 0
+    assert main(["--debug", "table", str(tmp_path / "cell.json")]) == 0  # an option before the command too
+    assert handed == [*([command, "--any", "argument"] for command in sorted(forkserver.SERVED)), handed[-1]]
+    assert handed[-1][-2:] == ["table", str(tmp_path / "cell.json")]
+    monkeypatch.chdir(tmp_path)
+    main(["status"])  # a person's command runs here, whatever it finds
+    capsys.readouterr()
+    assert len(handed) == len(forkserver.SERVED) + 1
 
 
 def test_a_failing_job_reports_its_exit_status_through_the_server(tmp_path):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from fdabench.cli import archive, bench, config, data, flower, report, theory, train
 from fdabench.cli.common import CommandError
 from fdabench.cli.files import guarded
+from fdabench.jobs.forkserver import SERVED
 
 STAGES = (config, data, train, report, archive, bench, flower, theory)
 
@@ -78,9 +79,9 @@ def _interrupt(number: int, _frame: object) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    if argv[:1] in (["train"], ["train-group"]):
-        # Every training job starts here: hand the command line to the fork server before anything else is
-        # built; its child parses it, as below, and reports the same errors and exit status.
+    if argv[:1] and argv[0] in SERVED:
+        # Every job of the workflow starts here: hand the command line to the fork server before anything else
+        # is built; its child parses it, as below, and reports the same errors and exit status.
         from fdabench.jobs import forkserver
 
         if forkserver.enabled():
@@ -94,7 +95,7 @@ def _run(argv: list[str]) -> int:
 
         forkserver.serve(args.socket, handler=main)
         return 0
-    if args.command in ("train", "train-group") and argv[:1] != [args.command]:  # `fdabench --debug train ...`
+    if args.command in SERVED and argv[:1] != [args.command]:  # `fdabench --debug train ...`
         from fdabench.jobs import forkserver
 
         if forkserver.enabled():

@@ -1,11 +1,12 @@
-"""A per-user fork server for training jobs: torch is imported once, each job runs in a fresh fork.
+"""A per-user fork server for the workflow's jobs: torch is imported once, each job runs in a fresh fork.
 
 Every training cell is its own Snakemake job. A fresh process spends about 3 s of CPU importing torch and
 fdabench and 1.7 s more on torch.optim's first optimiser (it imports torch's compiler stack): more than a
-demo cell's training. `fdabench train` therefore hands its command line, working directory, environment and
-stdout/stderr file descriptors to a server process that has paid these costs once; the server forks one
-child per job, the child runs the command exactly as the CLI would and reports its exit status. Jobs stay
-isolated processes and results are identical to running in-process (a test checks it).
+demo cell's training, and more than most table and figure jobs' work. Every job command of the workflow
+(`SERVED`: `fdabench train`, `prepare`, `table`, `figure`, ...) therefore hands its command line, working
+directory, environment and stdout/stderr file descriptors to a server process that has paid these costs once;
+the server forks one child per job, the child runs the command exactly as the CLI would and reports its exit
+status. Jobs stay isolated processes and results are identical to running in-process (a test checks it).
 
 * Messages use `multiprocessing.connection` over a Unix socket in a private (0700) directory; the stdout
   and stderr descriptors travel with `multiprocessing.reduction.sendfds`.
@@ -45,6 +46,26 @@ from fdabench.core.readers import FileReadError, read_json
 ENABLE_VARIABLE = "FDABENCH_FORKSERVER"
 IDLE_VARIABLE = "FDABENCH_FORKSERVER_IDLE"
 IN_CHILD_VARIABLE = "FDABENCH_FORKSERVER_CHILD"
+#: the commands the workflow's rules run as jobs (workflow/rules/*.smk), each handed to the server (a test checks
+#: that this is every `fdabench` command a rule runs); a person's commands (status, validate, ...) run in-process
+SERVED = frozenset(
+    {
+        "acquire",
+        "cells-table",
+        "compare",
+        "export",
+        "figure",
+        "metrics",
+        "partition",
+        "plots",
+        "prepare",
+        "sweep",
+        "table",
+        "theory",
+        "train",
+        "train-group",
+    }
+)
 #: what the server imports before it accepts jobs (torch._dynamo: what torch.optim's first optimiser imports)
 PRELOAD = ("torch", "torch._dynamo", "numpy", "ot", "fdabench.cell.run")
 START_TIMEOUT_SECONDS = 120
@@ -54,7 +75,7 @@ Handler = Callable[[list[str]], int]
 
 
 def enabled() -> bool:
-    """Whether `fdabench train` goes through the fork server here."""
+    """Whether the workflow's jobs (`SERVED`) go through the fork server here."""
     if os.environ.get(ENABLE_VARIABLE, "1") == "0" or os.environ.get(IN_CHILD_VARIABLE) is not None:
         return False
     return hasattr(socket, "AF_UNIX") and not any(os.environ.get(name) for name in SCHEDULER_VARIABLES)
