@@ -27,6 +27,38 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: each worker's in-process
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
 
+#: the files that take longest, longest first (seconds of a worker under `pytest -n 2 --dist loadfile` on the 2-core
+#: machine); they start first, so that no worker is left with one of them while the other has nothing to do. The
+#: order changes no result, only how soon the last file ends.
+SLOWEST_FIRST = (
+    "tests/workflow/test_cell_groups.py",  # 312 s
+    "tests/workflow/test_self_healing.py",  # 178
+    "tests/workflow/test_interrupt.py",  # 172
+    "tests/workflow/test_pipeline.py",  # 165
+    "tests/flower/test_flower.py",  # about 150 (with test_flower_faults.py, 417 s before they parted)
+    "tests/workflow/test_missing_results.py",  # 148
+    "tests/flower/test_flower_faults.py",  # about 130
+    "tests/flower/test_flower_client_state.py",  # 124
+    "tests/workflow/test_dvc.py",  # 105
+    "tests/speed/test_gpu_cell_batch.py",  # 100
+    "tests/workflow/test_report.py",  # 69
+    "tests/jobs/test_gpus.py",  # 69
+)
+
+
+def pytest_configure(config):
+    # pytest-xdist hands out the files with the most tests first (--loadscope-reorder, its default); the slowest files
+    # here have one to four tests each: keep the collection's order, which pytest_collection_modifyitems sets
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `SLOWEST_FIRST` files first, in that order; the rest as collected."""
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(item.path).relative_to(REPO).as_posix(), len(rank)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _runtime_dirs_removed():
     """The fork servers' runtime folders under /tmp that the tests made go when the session ends."""

@@ -118,6 +118,15 @@ def _in_process(params, method, experiment=EXPERIMENT, target=TARGET):
     return history, received
 
 
+def simulate(folder, result, *args, **kwargs):
+    """`simulation.simulate` with one site process at a time (`sites_at_once=1`): what these tests compare does not
+    depend on how many processes train the sites, and each process costs seconds of CPU importing torch and
+    fdabench. test_flower.py runs one cell on the default (a process per CPU) against the in-process loop."""
+    from fdabench.flower import simulation
+
+    return simulation.simulate(folder, result, *args, sites_at_once=1, **kwargs)
+
+
 def _without_timings(history):
     return [{key: value for key, value in record.items() if key not in TIMINGS} for record in history["rounds"]]
 

@@ -1,12 +1,11 @@
 """A cell through Flower equals the in-process round loop: the same per-round updates, metrics, β and byte counts,
 on Flower's simulation engine and on a real deployment on this machine (a SuperLink and one SuperNode process per
-site, each reading only its own file). Sites that drop out follow the dropout policy; bad updates are rejected.
-The client-state and plain methods' equivalence cases are in test_flower_client_state.py; what both share is in
-flower_cases.py."""
+site, each reading only its own file). The client-state and plain methods' equivalence cases are in
+test_flower_client_state.py, dropout policies and bad updates in test_flower_faults.py; what they share is in
+flower_cases.py and conftest.py."""
 
 import json
 import os
-import re
 import shutil
 import subprocess
 
@@ -18,7 +17,6 @@ flwr = pytest.importorskip("flwr", reason='Flower is not installed (uv pip insta
 
 from flower_cases import (  # noqa: E402
     EXPERIMENT,
-    EXPORTED,
     SEED,
     SIMULATED,
     TARGET,
@@ -26,46 +24,15 @@ from flower_cases import (  # noqa: E402
     _assert_same_rounds,
     _in_process,
     _problem,
-    _without_timings,
+    simulate,
 )
 
 from fdabench.config import load_params  # noqa: E402
 from fdabench.core import paths  # noqa: E402
 from fdabench.federation.problem import ClientData  # noqa: E402
 from fdabench.flower import deploy, simulation, transport  # noqa: E402
-from fdabench.flower.faults import Fault  # noqa: E402
-from fdabench.flower.messages import RejectedReply, check_update  # noqa: E402
 from fdabench.flower.site_files import load_site, read_manifest  # noqa: E402
-from fdabench.flower.transport import SiteFailure  # noqa: E402
 from workflows import workflow_environment  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def exported(tiny_inputs, tmp_path_factory):
-    """The tiny suite's EXPORTED cells as site files (all but fedgp added to the suite for this test; fdann
-    trains the target on all its inputs, the oracle on all its labelled and unlabelled samples, so a target's hello
-    must report the samples its method's `roles.target` trains on)."""
-    root, params = tiny_inputs
-    folders = {}
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        for method in EXPORTED:
-            folder = tmp_path_factory.mktemp(method)
-            simulation.export_cell(_with_auto(params), EXPERIMENT, method, TARGET, SEED, folder)
-            folders[method] = folder
-    finally:
-        os.chdir(here)
-    return root, _with_auto(params), folders
-
-
-def _with_auto(params):
-    from fdabench.config import validate_params
-
-    raw = json.loads(json.dumps(params.raw))
-    raw["suites"]["tiny"]["methods"] = ["source_only", *EXPORTED]
-    raw["suites"]["tiny"]["train"]["target_batch_size"] = 4  # several target steps: auto-weighting's estimates
-    return validate_params(raw)
 
 
 def test_site_files_hold_each_site_and_nothing_else(exported, monkeypatch):
@@ -105,31 +72,6 @@ def _assert_target_splits(target, problem):
         assert mine.noise_std == theirs.noise_std
 
 
-def test_error_replies_read_as_one_line():
-    assert transport.error_reason("<class 'RuntimeError'>:<'disk full'>") == "RuntimeError: disk full"
-    ray = (
-        "\x1b[36mray::ClientAppActor.run()\x1b[39m\n  File x\nException ClientAppException occurred. Message: s1 left'>"
-    )
-    assert transport.error_reason(ray) == "s1 left"
-    assert transport.error_reason("plain") == "plain"
-
-
-def test_updates_of_the_wrong_shape_or_with_non_finite_values_are_rejected():
-    good = torch.zeros(5)
-    assert check_update(good, 5, "s1", 0) is good
-    with pytest.raises(RejectedReply, match=r"round 3: s1 sent an update of shape \(4,\); the model has 5 parameters"):
-        check_update(torch.zeros(4), 5, "s1", 2)
-    with pytest.raises(RejectedReply, match="round 1: s2 sent an update with 2 non-finite values"):
-        check_update(torch.tensor([0.0, float("nan"), float("inf"), 1.0, 2.0]), 5, "s2", 0)
-    with pytest.raises(RejectedReply, match="torch.float64 update"):
-        check_update(torch.zeros(5, dtype=torch.float64), 5, "s2", 0)
-    assert Fault.parse("s1:2:drop:3") == Fault("s1", 2, "drop", 3)
-    assert Fault.parse("s1:2:drop-eval") == Fault("s1", 2, "drop-eval")
-    for bad in ("s1:0:drop", "s1:2:explode", "s1:2", "s1:2:nan:0"):
-        with pytest.raises(ValueError, match="SITE:ROUND:KIND"):
-            Fault.parse(bad)
-
-
 def _received_updates(monkeypatch):
     """Every update the Flower server accepts, per call, in source order (the ServerApp runs in this process in
     simulation; replies arrive in any order)."""
@@ -160,7 +102,7 @@ def test_simulation_equals_the_in_process_loop(exported, method, monkeypatch, tm
     monkeypatch.chdir(root)
     expected, expected_updates = _in_process(params, method)
     received = _received_updates(monkeypatch)
-    history = simulation.simulate(folders[method], tmp_path / "result.json", timeout=120)
+    history = simulate(folders[method], tmp_path / "result.json", timeout=120)
     _assert_same_rounds(history, expected)  # metrics (validation metrics too), β, fdabench's bytes
     assert all("source_val_accuracy" in record and "source_val_loss" in record for record in history["rounds"])
     updates = [[by_site[index] for index in sorted(by_site)] for _, by_site in received]
@@ -214,41 +156,8 @@ def test_auxiliary_heads_over_flower_equal_the_in_process_loop(heart_inputs, met
     monkeypatch.chdir(root)
     simulation.export_cell(params, "weak", method, "va", SEED, tmp_path / "sites")
     expected, _ = _in_process(params, method, "weak", "va")
-    history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
+    history = simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
     _assert_same_rounds(history, expected)
-
-
-def test_dropout_policies(exported, monkeypatch, tmp_path):
-    """A source that drops out in round 2: fail stops the run naming it; wait asks again and ends as if nothing
-    happened; skip leaves it out of that round. A missing target fails even under skip."""
-    root, params, folders = exported
-    monkeypatch.chdir(root)
-    folder = folders["fedgp_auto"]
-    source = read_manifest(folder)["sites"][0]["name"]
-    clean = simulation.simulate(folder, tmp_path / "clean.json", timeout=120)
-
-    with pytest.raises(
-        SiteFailure, match=rf"round 2 \(dropout policy fail\): {re.escape(source)}: error reply .*planned"
-    ):
-        simulation.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 2, "drop")])
-
-    waited = simulation.simulate(
-        folder, tmp_path / "wait.json", "wait", timeout=120, wait_seconds=60, faults=[Fault(source, 2, "drop", 2)]
-    )
-    assert _without_timings(waited) == _without_timings(clean)
-    assert [event["site"] for event in waited["rounds"][1]["flower_events"]] == [source, source]
-
-    skipped = simulation.simulate(
-        folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 2, "drop")]
-    )
-    dropped = skipped["rounds"][1]
-    assert [event["site"] for event in dropped["flower_events"]] == [source]
-    assert len(dropped["betas"]) == len(clean["rounds"][1]["betas"]) - 1
-    assert dropped["bytes_uplink"] < clean["rounds"][1]["bytes_uplink"]
-    assert _without_timings(skipped)[0] == _without_timings(clean)[0]  # the rounds before are untouched
-
-    with pytest.raises(SiteFailure, match="round 2 .*target: error reply"):
-        simulation.simulate(folder, tmp_path / "target.json", "skip", timeout=120, faults=[Fault("target", 2, "drop")])
 
 
 def test_target_and_source_validation_over_flower_equal_the_in_process_loop(exported, monkeypatch, tmp_path):
@@ -266,7 +175,7 @@ def test_target_and_source_validation_over_flower_equal_the_in_process_loop(expo
     assert target.samples == len(problem.target_labelled) == manifest["sites"][-1]["samples"]
 
     expected, _ = _in_process(validated, "fedgp")
-    history = simulation.simulate(folder, tmp_path / "result.json", timeout=120)
+    history = simulation.simulate(folder, tmp_path / "result.json", timeout=120)  # a site process per CPU
     _assert_same_rounds(history, expected)
     keys = ("target_val_accuracy", "target_val_loss", "source_val_accuracy", "source_val_loss")
     for mine, reference in zip(history["rounds"], expected["rounds"], strict=True):
@@ -283,71 +192,6 @@ def _with_target_validation(params):
     validated = validate_params(raw)
     assert validated.cell(EXPERIMENT, "fedgp", TARGET, SEED).config["validation"] == {"target_holdout": 4}
     return validated
-
-
-def test_a_source_missing_an_evaluation_under_skip(exported, monkeypatch, tmp_path):
-    """Under `skip`, a source that does not answer a round's evaluation is left out of that round's `source_val_*`
-    (the mean over the sources that answered) and the drop is recorded; the training and the target's metrics
-    are untouched. Under `fail` the run stops naming it."""
-    root, params, folders = exported
-    monkeypatch.chdir(root)
-    folder = folders["fedgp"]
-    source, other = (site["name"] for site in read_manifest(folder)["sites"][:2])
-    scores = []
-    reply = transport.FlowerSites._evaluation_reply
-
-    def record(self, site, content):
-        metrics = reply(self, site, content)
-        scores.append((self.round_index, site.name, metrics))
-        return metrics
-
-    monkeypatch.setattr(transport.FlowerSites, "_evaluation_reply", record)
-    expected, _ = _in_process(params, "fedgp")
-    skipped = simulation.simulate(
-        folder, tmp_path / "skip.json", "skip", timeout=120, faults=[Fault(source, 3, "drop-eval")]
-    )
-    dropped = skipped["rounds"][2]
-    assert [(event["round"], event["site"]) for event in dropped["flower_events"]] == [(2, source)]
-    assert "error reply" in dropped["flower_events"][0]["event"]
-    answered = {name: metrics for round_index, name, metrics in scores if round_index == 2}
-    assert set(answered) == {"target", other}
-    held_out = {key: value for key, value in dropped.items() if key.startswith("source_val_")}
-    assert held_out == {f"source_val_{name}": value for name, value in answered[other]["validation"].items()}
-    assert {"source_val_accuracy", "source_val_loss"} <= set(held_out)
-    # the rest is the in-process loop's: the training, the target's metrics, the other rounds' source_val_*
-    reference = _without_timings(expected)
-    reference[2].update(held_out)
-    _assert_same_rounds(skipped, {"rounds": reference})
-
-    with pytest.raises(
-        SiteFailure, match=rf"round 3 \(dropout policy fail\): {re.escape(source)}: error reply .*evaluation"
-    ):
-        simulation.simulate(folder, tmp_path / "fail.json", timeout=120, faults=[Fault(source, 3, "drop-eval")])
-
-
-@pytest.mark.parametrize(
-    ("kind", "message"), [("nan", "update with 1 non-finite values"), ("shape", "update of shape")]
-)
-def test_bad_updates_stop_the_run_with_a_clear_message(exported, monkeypatch, tmp_path, kind, message):
-    root, params, folders = exported
-    monkeypatch.chdir(root)
-    source = read_manifest(folders["fedgp"])["sites"][1]["name"]
-    site = re.escape(source)
-    with pytest.raises(SiteFailure, match=rf"round 3 .*{site}: rejected: round 3: {site} sent an {message}"):
-        simulation.simulate(folders["fedgp"], tmp_path / "bad.json", timeout=300, faults=[Fault(source, 3, kind)])
-
-
-def test_a_site_without_its_file_is_named_at_the_hello(exported, monkeypatch, tmp_path):
-    root, _, folders = exported
-    monkeypatch.chdir(root)
-    folder = tmp_path / "cell"
-    shutil.copytree(folders["fedgp"], folder)
-    missing = folder / read_manifest(folder)["sites"][0]["file"]
-    missing.unlink()
-    with pytest.raises(
-        SiteFailure, match=rf"2 of 3 sites answered the hello .*site file {re.escape(str(missing))} does"
-    ):
-        simulation.simulate(folder, tmp_path / "result.json", timeout=120)
 
 
 def test_local_deployment_equals_the_in_process_loop(exported, monkeypatch, tmp_path):

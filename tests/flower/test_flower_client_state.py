@@ -65,7 +65,7 @@ def test_client_state_stays_at_the_sites_and_equals_the_in_process_loop(tiny_inp
     monkeypatch.chdir(root)
     simulation.export_cell(params, cases.EXPERIMENT, method, cases.TARGET, cases.SEED, tmp_path / "sites")
     expected, _ = cases._in_process(params, method)
-    history = simulation.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
+    history = cases.simulate(tmp_path / "sites", tmp_path / "result.json", timeout=120)
     if get_method(method).roles.personalised:
         assert not [key for record in history["rounds"] for key in record if key.startswith("source_val_")]
         kept = lambda record: {key: value for key, value in record.items() if not key.startswith("source_val_")}

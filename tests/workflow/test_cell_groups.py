@@ -45,11 +45,13 @@ PARAMS = {
 CELLS = "results/cells/tiny/colored_digits"
 
 
-def _snakemake(workdir: Path, repo: Path, *args: str, params: dict | None = None) -> subprocess.CompletedProcess:
+def _snakemake(
+    workdir: Path, repo: Path, *args: str, params: dict | None = None, forkserver: bool = False
+) -> subprocess.CompletedProcess:
     if params is not None:
         (workdir / "params.yaml").write_text(yaml.safe_dump(params))
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "-c", "2", *args]
-    env = workflow_environment(workdir, forkserver=False)
+    env = workflow_environment(workdir, forkserver=forkserver)
     return subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=env, timeout=900)
 
 
@@ -83,7 +85,8 @@ def _group_process(workdir: Path) -> int | None:
 @pytest.fixture(scope="module")
 def one_job_a_cell(tmp_path_factory, repo_root) -> dict[str, dict]:
     workdir = tmp_path_factory.mktemp("one_job_a_cell")
-    done = _snakemake(workdir, repo_root, params={**PARAMS, "cells_per_job": "cell"})
+    # through the fork server: the cells the killed groups give again (without it) must equal these
+    done = _snakemake(workdir, repo_root, params={**PARAMS, "cells_per_job": "cell"}, forkserver=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _jobs(done.stdout + done.stderr)["train"] == 8
     return _cells(workdir)
@@ -127,7 +130,7 @@ def test_adding_a_seed_plans_only_the_new_cells(tmp_path, repo_root):
     workdir = tmp_path / "seeds"
     workdir.mkdir()
     short = {**PARAMS, "suites": {"tiny": {**PARAMS["suites"]["tiny"], "train": {**TINY["train"], "rounds": 3}}}}
-    done = _snakemake(workdir, repo_root, params=short)
+    done = _snakemake(workdir, repo_root, params=short, forkserver=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _jobs(done.stdout + done.stderr)["train_colored_digits"] == 4  # 2 methods x 2 seeds, 2 targets each
     before = {path: path.read_bytes() for path in (workdir / CELLS).glob("*/*/seed*.json")}
@@ -143,7 +146,7 @@ def test_adding_a_seed_plans_only_the_new_cells(tmp_path, repo_root):
     }
     assert trained and all(path.endswith("/seed2.json") for path in trained), trained
 
-    done = _snakemake(workdir, repo_root)
+    done = _snakemake(workdir, repo_root, forkserver=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert {path: path.read_bytes() for path in before} == before  # untouched, byte for byte
     assert len(list((workdir / CELLS).glob("*/*/seed*.json"))) == 12

@@ -54,11 +54,11 @@ def _output(workdir: Path) -> str:
     return (workdir / "snakemake.out").read_text()[-3000:]
 
 
-def _finish(repo: Path, workdir: Path) -> subprocess.CompletedProcess:
+def _finish(repo: Path, workdir: Path, forkserver: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(
         _command(repo, workdir),
         cwd=repo,
-        env=workflow_environment(workdir, forkserver=False),
+        env=workflow_environment(workdir, forkserver=forkserver),
         capture_output=True,
         text=True,
         timeout=600,
@@ -120,7 +120,7 @@ def test_kill_9_at_several_moments_then_the_same_command_completes_identically(t
     for workdir in (reference, interrupted):
         workdir.mkdir()
         (workdir / "params.yaml").write_text(yaml.safe_dump(PARAMS))
-    done = _finish(repo_root, reference)
+    done = _finish(repo_root, reference, forkserver=True)  # the reference's jobs through the fork server, the rest not
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "profiles/default" in done.stdout + done.stderr  # the workflow profile applied by itself
     assert len(_cells(reference)) == 4 and not _checkpoints(reference)  # checkpoints removed when done

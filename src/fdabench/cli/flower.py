@@ -48,7 +48,9 @@ def cmd_flower(args: argparse.Namespace) -> int:
             return 0
         if args.action == "simulate":
             faults = [Fault.parse(text) for text in args.fault or []]
-            history = simulation.simulate(folder, args.result, *policy, threads=args.threads, faults=faults)
+            history = simulation.simulate(
+                folder, args.result, *policy, threads=args.threads, faults=faults, sites_at_once=args.sites_at_once
+            )
         else:
             history = deploy.deploy_locally(folder, args.result, *policy, threads=args.threads, work=args.work)
     except (FileReadError, ParamsError):
@@ -100,6 +102,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--threads", type=bounded("threads_per_cell"), default=1, help="torch threads of the server and of each site"
+    )
+    p.add_argument(
+        "--sites-at-once",
+        type=bounded("sites_at_once"),
+        help="simulate: how many sites train at a time, each in a process of its own (default: one per CPU)",
     )
     p.add_argument("--work", type=OUTPUT_ROOT, help="deploy: keep the processes' logs here")
     p.add_argument(

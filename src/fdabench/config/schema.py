@@ -132,6 +132,12 @@ BOUNDS: dict[str, dict[str, Any]] = {
         "maximum": threading.TIMEOUT_MAX,
         "consumer": "the Flower server waits for missing sites at most threading.TIMEOUT_MAX seconds",
     },
+    "sites_at_once": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 2**31 - 1,
+        "consumer": "Ray counts the CPUs it schedules a simulation's sites on as a C int",
+    },
     "budget_seconds": {
         "type": "number",
         "exclusiveMinimum": 0,

@@ -85,9 +85,12 @@ def simulate(
     wait_seconds: float = DEFAULT_WAIT_SECONDS,
     threads: int = 1,
     faults: list | None = None,
+    sites_at_once: int | None = None,
 ) -> dict[str, Any]:
     """Run the exported cell on Flower's simulation engine: one virtual SuperNode per site, with planned `faults`
-    (`fdabench.flower.faults`) if any. The history, as written to `result`."""
+    (`fdabench.flower.faults`) if any. Sites train in at most `sites_at_once` processes at a time (Ray's actors,
+    one CPU each; None: one per CPU of this machine): each process pays torch's and fdabench's imports once, so
+    fewer cost less CPU where sites are small. The history, as written to `result`."""
     from flwr.simulation import run_simulation  # imports Ray's bindings: only where a simulation runs
 
     options = run_options(folder, result, dropout, timeout, wait_seconds, threads)
@@ -98,7 +101,10 @@ def simulate(
         server_app=make_server_app(options),
         client_app=make_faulty_client_app(faults, options) if faults else make_client_app(options),
         num_supernodes=options["sites"],
-        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+        backend_config={
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+            "init_args": {} if sites_at_once is None else {"num_cpus": sites_at_once},
+        },
     )
     if not Path(options["result-file"]).exists():
         raise RuntimeError("the Flower simulation ended without a result; its log above says why")
