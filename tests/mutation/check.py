@@ -8,6 +8,12 @@ mutants' names, recorded by `--record-verified` after a run in which every one o
 still matches, the same source gives the same mutants, so those known survivors are skipped (they cost a third of
 the gate's time, each running every test that reaches it); `--recheck` runs them all, as does any edit to the module.
 
+A whole gate is not run again where nothing it reads has changed: tests/mutation/passed.json holds the digest of
+the tree a passing run over every module saw (every tracked file but the documentation and that record: the mutated
+modules, the rest of the source and every test, pyproject.toml, the lock, mutmut's version) and that run's summary.
+Where the digest matches, the same mutants meet the same tests, and the gate prints the recorded summary instead
+of running them again; any other tree runs the gate. `--record-verified` writes it after a full passing run.
+
 Usage: python tests/mutation/check.py [--min-score 0.95] [--no-run] [--recheck] [--record-verified]"""
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 VERIFIED = Path(__file__).with_name("verified.json")
+PASSED = Path(__file__).with_name("passed.json")
 MUTATED = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]["only_mutate"]
 #: [tool.mutmut] only_mutate, as modules (a package's __init__ holds no code to mutate): `mutmut run` mutates them all
 MODULES = [
@@ -95,6 +102,34 @@ def known_survivors(reasons: dict[str, str]) -> set[str]:
     return {name for module in verified_modules(reasons) for name in of_module(module, reasons)}
 
 
+def tree_digest() -> str:
+    """What a whole gate's outcome depends on: every file git tracks but the documentation and `PASSED` (by path and
+    contents, as they are on disk), and mutmut's and Python's versions."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    digest = hashlib.sha256(f"mutmut {version('mutmut')} python {sys.version_info[0]}.{sys.version_info[1]}".encode())
+    for name in sorted(filter(None, listed.decode().split("\0"))):
+        path = ROOT / name
+        if name.startswith("docs/") or name.endswith(".md") or path == PASSED or not path.is_file():
+            continue
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def recorded_pass() -> list[str] | None:
+    """The summary of a passing whole gate recorded for this very tree, or None."""
+    try:
+        record = json.loads(PASSED.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return record["summary"] if record.get("tree") == tree_digest() else None
+
+
+def record_pass(summary: list[str]) -> None:
+    temporary = PASSED.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"tree": tree_digest(), "summary": summary}, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(PASSED)
+
+
 def run_mutmut(skip: set[str]) -> None:
     """`mutmut run` on every mutant but `skip`. mutmut names its mutants only once it has generated them, so a first
     call runs the modules with nothing to skip (which makes the mutants), a second the rest by name."""
@@ -148,12 +183,20 @@ def main() -> int:
         help="modules to mutate (of [tool.mutmut] only_mutate); CI runs the default",
     )
     args = parser.parse_args()
+    whole = sorted(args.modules) == sorted(MODULES)
+    if whole and not (args.no_run or args.recheck or args.record_verified):
+        summary = recorded_pass()
+        if summary is not None:
+            print("\n".join(summary))
+            print(f"(recorded in {PASSED.name} by a passing run on this very tree: not run again; --recheck runs it)")
+            return 0
     reasons = explained()
     skip = set() if args.recheck or args.record_verified else known_survivors(reasons)
     if not args.no_run:
         run_mutmut(skip)
     results = statuses()
     failed = False
+    summary: list[str] = []
     for module in args.modules:
         mine = {name: results[name] for name in of_module(module, results)}
         if not mine or any(status == "not checked" for name, status in mine.items() if name not in skip):
@@ -166,12 +209,13 @@ def main() -> int:
         unexplained = [name for name in survivors if name not in reasons]
         score = (detected + len(survivors) - len(unexplained)) / len(mine)
         known = sum(name in skip and status == "not checked" for name, status in mine.items())
-        print(
+        summary.append(
             f"{module}: {len(mine)} mutants, {detected} killed ({detected / len(mine):.1%}), "
             f"{len(survivors) - len(unexplained)} explained"
             + (f" ({known} known survivors not run again: the module is as verified)" if known else "")
             + f", {len(unexplained)} unexplained: {score:.1%} killed or explained ({dict(counts)})"
         )
+        print(summary[-1])
         for name in unexplained:
             print(f"  unexplained: {name} ({mine[name]}); `mutmut show {name}`")
         failed |= bool(unexplained) or score < args.min_score
@@ -183,6 +227,8 @@ def main() -> int:
         print(f"  listed as equivalent but now {results.get(name, 'gone')}: {name} (remove it from {EQUIVALENT.name})")
     if args.record_verified and not (failed or stale):
         record_verified(args.modules, results, reasons)
+        if whole:
+            record_pass(summary)  # after verified.json, which the tree's digest covers
     return 1 if failed or stale else 0
 
 

@@ -63,3 +63,27 @@ def test_a_module_is_recorded_only_when_every_explained_mutant_survived(gate):
     results = {"pkg.a.x_f__mutmut_3": "no tests", "pkg.b.x_g__mutmut_1": "timeout"}
     check.record_verified(["pkg.a", "pkg.b"], results, REASONS)
     assert json.loads((gate / "verified.json").read_text()) == {"pkg.a": check.module_digest("pkg.a", REASONS)}
+
+
+def test_a_recorded_pass_holds_for_its_very_tree_only(tmp_path, monkeypatch):
+    """A passing whole gate recorded for a tree is read back for that tree; an edit to any tracked source or test file
+    (not to the documentation) makes the gate run again."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for name, text in {"src/pkg/a.py": "A = 1\n", "tests/test_a.py": "T = 1\n", "docs/a.md": "doc\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    monkeypatch.setattr(check, "ROOT", tmp_path)
+    monkeypatch.setattr(check, "PASSED", tmp_path / "tests" / "passed.json")
+    assert check.recorded_pass() is None  # nothing recorded
+    check.record_pass(["pkg.a: 3 mutants, 3 killed"])
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)  # the record itself is tracked, and left out
+    assert check.recorded_pass() == ["pkg.a: 3 mutants, 3 killed"]
+    (tmp_path / "docs/a.md").write_text("another doc\n")
+    assert check.recorded_pass() == ["pkg.a: 3 mutants, 3 killed"]
+    for name in ("src/pkg/a.py", "tests/test_a.py"):
+        before = (tmp_path / name).read_text()
+        (tmp_path / name).write_text(before + "# edited\n")  # on disk, not yet staged: still another tree
+        assert check.recorded_pass() is None, name
+        (tmp_path / name).write_text(before)
+    assert check.recorded_pass() == ["pkg.a: 3 mutants, 3 killed"]
